@@ -1,0 +1,92 @@
+//! Agents and the LLM stand-in. [`Backbone`] is the seam where a recorded-trace replayer and
+//! other stand-ins plug in; [`DiscreteChoice`] is the first implementation. A backbone decides
+//! only from what the agent sees — its own knowledge, the memories in its prompt and (where the
+//! protocol shows them) peers' messages — never from evaluator labels.
+
+mod choice;
+mod profile;
+
+pub use choice::{DiscreteChoice, stance};
+pub use profile::{Profile, WorkloadParams, load_profile};
+
+use crate::engine::SimRng;
+use crate::text::{Sym, TextFeatures};
+use crate::workload::TaskTruth;
+
+/// The role an agent plays on a task.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// A benign agent with the benign system prompt.
+    Benign,
+    /// An attacker steering toward `target` (attacker prompt only on poisoning tasks).
+    Attacker {
+        /// Target option of this task, if the attack is active.
+        target: Option<u8>,
+    },
+}
+
+/// A memory as it appears in an agent's prompt.
+#[derive(Copy, Clone, Debug)]
+pub struct Evidence<'a> {
+    /// Features of its text.
+    pub features: &'a TextFeatures,
+    /// How similar it looked to the query (the retriever's cosine).
+    pub sim: f64,
+}
+
+/// What an agent sees when it answers.
+#[derive(Clone, Copy, Debug)]
+pub struct AnswerContext<'a> {
+    /// Its role.
+    pub role: Role,
+    /// Tokens of each option's text.
+    pub option_tokens: &'a [Vec<Sym>],
+    /// Its own belief logits over the options (its knowledge of the question).
+    pub prior: &'a [f64],
+    /// Memories in its prompt.
+    pub memories: &'a [Evidence<'a>],
+    /// Features of incoming peers' previous-round outputs, when the protocol shows them.
+    pub peers: &'a [&'a TextFeatures],
+}
+
+/// An agent's answer.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Answer {
+    /// Chosen option.
+    pub choice: u8,
+    /// The answer followed a poisoned pattern on purpose (attackers only).
+    pub steered: bool,
+}
+
+/// A reported memory in a handoff.
+#[derive(Copy, Clone, Debug)]
+pub struct Reported<'a> {
+    /// Features of its text.
+    pub features: &'a TextFeatures,
+}
+
+/// How a receiver's summary treats one reported memory.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Retention {
+    /// The payload's wording is kept (a verbatim excerpt).
+    Verbatim,
+    /// Only its stance is kept, paraphrased and flagged as unconfirmed.
+    Stance,
+    /// Left out of the summary.
+    Dropped,
+}
+
+/// The LLM seam.
+pub trait Backbone: Send + Sync {
+    /// Profile name.
+    fn name(&self) -> &str;
+
+    /// The model's own belief logits over a task's options (its skill on the workload).
+    fn knowledge(&self, truth: &TaskTruth, rng: &mut SimRng) -> Vec<f64>;
+
+    /// An agent's answer from what it sees.
+    fn answer(&self, ctx: &AnswerContext<'_>, rng: &mut SimRng) -> Answer;
+
+    /// The receiver memory manager's summary decision for each reported memory.
+    fn summarize(&self, reported: &[Reported<'_>], rng: &mut SimRng) -> Vec<Retention>;
+}

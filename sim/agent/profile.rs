@@ -1,0 +1,136 @@
+//! Backbone profiles: `models/<backbone>.ron`, parameters per workload.
+
+use crate::error::{Result, parse_ron, read_file};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Stand-in parameters of one backbone on one workload.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WorkloadParams {
+    /// Logit of knowing the answer of a task of difficulty 0.
+    pub skill: f64,
+    /// How much difficulty (0–1) lowers that logit.
+    pub difficulty_slope: f64,
+    /// Belief logit on the correct option when the model knows it.
+    pub knowledge_logit: f64,
+    /// Belief logit per unit of a wrong option's plausibility (confusion).
+    pub confusion_logit: f64,
+    /// Pull of one retrieved memory arguing for an option.
+    pub memory_weight: f64,
+    /// Extra pull per self-claim phrase (validated, successful, high-confidence…), up to 3.
+    pub self_claim_gain: f64,
+    /// Extra pull of instruction-like phrasing (reuse, prioritize, map … to option).
+    pub instruction_gain: f64,
+    /// Multiplier on a memory that carries the write gate's "unverified note" notice.
+    pub rewrite_discount: f64,
+    /// Multiplier on a memory whose stance is a bare letter without option text.
+    pub bare_letter_discount: f64,
+    /// Push away from an answer a memory reports as incorrect.
+    pub failure_weight: f64,
+    /// Pull of one incoming peer message.
+    pub peer_weight: f64,
+    /// Softmax temperature.
+    pub temperature: f64,
+    /// Probability an attacker follows its attacker prompt.
+    pub attacker_compliance: f64,
+    /// Probability a summary keeps a reported payload's wording verbatim.
+    pub summary_verbatim: f64,
+    /// Extra verbatim probability when the memory makes self-claims.
+    pub summary_claim_gain: f64,
+    /// Probability a summary keeps only the stance.
+    pub summary_stance: f64,
+}
+
+impl Default for WorkloadParams {
+    fn default() -> Self {
+        WorkloadParams {
+            skill: 2.0,
+            difficulty_slope: 3.0,
+            knowledge_logit: 3.0,
+            confusion_logit: 1.0,
+            memory_weight: 1.0,
+            self_claim_gain: 0.3,
+            instruction_gain: 0.3,
+            rewrite_discount: 0.4,
+            bare_letter_discount: 0.5,
+            failure_weight: 0.5,
+            peer_weight: 0.6,
+            temperature: 1.0,
+            attacker_compliance: 0.9,
+            summary_verbatim: 0.3,
+            summary_claim_gain: 0.2,
+            summary_stance: 0.4,
+        }
+    }
+}
+
+impl WorkloadParams {
+    fn check(&self) -> std::result::Result<(), (String, String)> {
+        let probs = [
+            ("attacker_compliance", self.attacker_compliance),
+            ("summary_verbatim", self.summary_verbatim),
+            ("summary_stance", self.summary_stance),
+        ];
+        for (f, p) in probs {
+            if !(0.0..=1.0).contains(&p) {
+                return Err((f.into(), format!("a probability in [0, 1], got {p}")));
+            }
+        }
+        if self.summary_verbatim + self.summary_stance > 1.0 {
+            return Err(("summary_stance".into(), "summary_verbatim + summary_stance <= 1".into()));
+        }
+        if self.temperature <= 0.0 || !self.temperature.is_finite() {
+            return Err(("temperature".into(), format!("a positive temperature, got {}", self.temperature)));
+        }
+        let nonneg = [
+            ("memory_weight", self.memory_weight),
+            ("rewrite_discount", self.rewrite_discount),
+            ("bare_letter_discount", self.bare_letter_discount),
+            ("failure_weight", self.failure_weight),
+            ("peer_weight", self.peer_weight),
+        ];
+        for (f, v) in nonneg {
+            if v < 0.0 || !v.is_finite() {
+                return Err((f.into(), format!("a non-negative number, got {v}")));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A backbone profile.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// Backbone name.
+    pub name: String,
+    /// Where the numbers come from (first guess, fitted on …).
+    #[serde(default)]
+    pub provenance: String,
+    /// Parameters per workload class.
+    pub workloads: BTreeMap<String, WorkloadParams>,
+}
+
+impl Profile {
+    /// Parameters for workload class `class`.
+    pub fn workload(&self, class: &str) -> Option<&WorkloadParams> {
+        self.workloads.get(class)
+    }
+}
+
+/// Loads and checks a profile.
+pub fn load_profile(path: &Path) -> Result<Profile> {
+    let text = read_file(path)?;
+    let p: Profile = parse_ron(path, &text)?;
+    for w in p.workloads.values() {
+        w.check().map_err(|(field, expected)| crate::error::Error::Invalid {
+            path: path.to_path_buf(),
+            pos: crate::error::locate_field(&text, &field),
+            field,
+            expected,
+        })?;
+    }
+    Ok(p)
+}

@@ -1,0 +1,260 @@
+//! `memlink explain`: scores one memory item through MAPLE-Guard and reports every signal, the
+//! total, trust and hazard after the commit-time metadata step, each gate's decision with the
+//! rule that fired, and (given a query) the read score and firewall decision.
+
+use crate::guard::maple::{
+    Action, Decision, MapleConfig, ReadScore, Reader, RiskSignals, StrictChannel, apply_strict_view, broker_decision,
+    commit_gates, derive_provenance, lifecycle_risk, read_score,
+};
+use crate::memory::{MemoryItem, MemoryTopology, Scope, Taint};
+use crate::text::{Lexicon, analyze, analyze_query};
+use serde::{Deserialize, Serialize};
+
+/// Which state of the item a read is scored on.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum ReadState {
+    /// The item as stored after the gates (rewrites applied; quarantined items are inactive).
+    #[default]
+    Stored,
+    /// The item after the metadata step but before the gates.
+    PreGate,
+}
+
+/// The strict ledger view to apply instead of derive.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StrictView {
+    /// Ingress channel.
+    pub channel: StrictChannel,
+    /// Taint from the ledger.
+    pub taint: Taint,
+    /// Readers.
+    pub readers: Vec<u32>,
+    /// Dependency memory ids.
+    #[serde(default)]
+    pub parent_ids: Vec<String>,
+}
+
+/// A read to score.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadInput {
+    /// Query text.
+    pub query: String,
+    /// Cosine similarity of query and memory.
+    pub sim: f64,
+    /// Reading agent.
+    pub reader: u32,
+    /// Task class of the reader's task.
+    pub task_class: String,
+    /// Answer-key share among the read's candidates.
+    #[serde(default)]
+    pub cluster_share: f64,
+    /// Which state is read.
+    #[serde(default)]
+    pub state: ReadState,
+}
+
+/// One memory item and what to do with it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExplainInput {
+    /// Short task description.
+    pub intent: String,
+    /// Memory text.
+    pub experience: String,
+    /// Q.
+    #[serde(default)]
+    pub utility_q: f64,
+    /// Source route.
+    pub source_type: String,
+    /// Memory type.
+    pub memory_type: String,
+    /// Requested scope.
+    pub scope: Scope,
+    /// ACL.
+    #[serde(default)]
+    pub allowed_agents: Vec<u32>,
+    /// Allowed task classes.
+    #[serde(default)]
+    pub allowed_task_classes: Vec<String>,
+    /// τ before the commit.
+    #[serde(default = "half")]
+    pub trust: f64,
+    /// h before the commit.
+    #[serde(default)]
+    pub hazard: f64,
+    /// Taint.
+    pub taint: Taint,
+    /// Writer reputation.
+    #[serde(default = "half")]
+    pub source_agent_trust: f64,
+    /// Lineage strings.
+    #[serde(default)]
+    pub parents: Vec<String>,
+    /// Outcome counts.
+    #[serde(default)]
+    pub success_count: u32,
+    /// Outcome counts.
+    #[serde(default)]
+    pub failure_count: u32,
+    /// Strict ledger view instead of derive.
+    #[serde(default)]
+    pub strict: Option<StrictView>,
+    /// Reads to score.
+    #[serde(default)]
+    pub reads: Vec<ReadInput>,
+    /// MAPLE configuration (paper defaults when absent).
+    #[serde(default)]
+    pub config: Option<MapleConfig>,
+    /// Memory topology for the broker check.
+    #[serde(default)]
+    pub memory_topology: MemoryTopology,
+}
+
+fn half() -> f64 {
+    0.5
+}
+
+/// Everything explain reports.
+#[derive(Clone, Debug, Serialize)]
+pub struct Explanation {
+    /// τ after the metadata step.
+    pub trust: f64,
+    /// h after the metadata step.
+    pub hazard: f64,
+    /// The eight signals and total without a query, after the metadata step.
+    pub signals: RiskSignals,
+    /// Write gate decision (None when the gate is off).
+    pub write: Option<Decision>,
+    /// Promotion gate decision (None when not reached).
+    pub promotion: Option<Decision>,
+    /// Whether the item is stored (active or rewritten).
+    pub stored: bool,
+    /// Read scores, one per read input.
+    pub reads: Vec<ReadScore>,
+    /// Broker decisions for each read (shared items only).
+    pub broker: Vec<Decision>,
+}
+
+/// Builds the item an input describes (before the metadata step).
+pub fn build_item(input: &ExplainInput, lex: &mut Lexicon) -> MemoryItem {
+    let features = analyze(&input.intent, &input.experience, lex);
+    let mut m = MemoryItem::new("explain".into(), input.intent.clone(), input.experience.clone(), features);
+    m.utility_q = input.utility_q;
+    m.source_type = input.source_type.clone();
+    m.memory_type = input.memory_type.clone();
+    m.scope = input.scope;
+    m.allowed_agents = input.allowed_agents.clone();
+    m.allowed_task_classes = input.allowed_task_classes.clone();
+    m.trust = input.trust;
+    m.hazard = input.hazard;
+    m.taint = input.taint;
+    m.source_agent_trust = input.source_agent_trust;
+    m.parents = input.parents.clone();
+    m.success_count = input.success_count;
+    m.failure_count = input.failure_count;
+    m
+}
+
+/// Applies the commit-time metadata step (strict view or derive).
+pub fn metadata_step(item: &mut MemoryItem, input: &ExplainInput, cfg: &MapleConfig) {
+    match &input.strict {
+        Some(v) => apply_strict_view(item, v.channel, v.taint, v.readers.clone(), v.parent_ids.clone(), input.scope),
+        None => derive_provenance(item, cfg),
+    }
+}
+
+/// Explains one item.
+pub fn explain(input: &ExplainInput) -> Explanation {
+    let cfg = input.config.clone().unwrap_or_default();
+    let mut lex = Lexicon::new();
+    let mut item = build_item(input, &mut lex);
+    metadata_step(&mut item, input, &cfg);
+    let pre_gate = item.clone();
+    let signals = lifecycle_risk(&item, None, 0.0, &cfg);
+    let verdict = commit_gates(&mut item, input.scope, &cfg);
+    if verdict.rewritten {
+        item.features = analyze(&item.intent, &item.experience, &mut lex);
+    }
+    let stored = item.is_active();
+    let mut reads = Vec::new();
+    let mut broker = Vec::new();
+    for r in &input.reads {
+        let q = analyze_query(&r.query, &mut lex);
+        let target = match r.state {
+            ReadState::Stored => &item,
+            ReadState::PreGate => &pre_gate,
+        };
+        let reader = Reader { agent: r.reader, task_class: &r.task_class };
+        reads.push(read_score(target, &q, r.sim, r.cluster_share, reader, &cfg));
+        broker.push(broker_decision(target, reader, input.memory_topology, &cfg));
+    }
+    Explanation {
+        trust: pre_gate.trust,
+        hazard: pre_gate.hazard,
+        signals,
+        write: verdict.write,
+        promotion: verdict.promotion,
+        stored,
+        reads,
+        broker,
+    }
+}
+
+fn action(a: Action) -> &'static str {
+    match a {
+        Action::Allow => "allow",
+        Action::Reject => "reject",
+        Action::Quarantine => "quarantine",
+        Action::Rewrite => "rewrite",
+        Action::Block => "block",
+    }
+}
+
+/// A human-readable report.
+pub fn render(input: &ExplainInput, e: &Explanation) -> String {
+    let cfg = input.config.clone().unwrap_or_default();
+    let w = cfg.weights.as_array();
+    let s = &e.signals;
+    let rows = [
+        ("provenance", s.provenance),
+        ("lineage", s.lineage),
+        ("self_claim_success", s.self_claim_success),
+        ("instruction_like", s.instruction_like),
+        ("answer_binding", s.answer_binding),
+        ("trigger_sensitivity", s.trigger_sensitivity),
+        ("cluster_dominance", s.cluster_dominance),
+        ("agent_trust", s.agent_trust),
+    ];
+    let mut out = format!(
+        "metadata ({}): trust τ = {:.4}  hazard h = {:.4}\n\nsignal                 value   weight  contribution\n",
+        if input.strict.is_some() { "strict ledger view" } else { "derive_provenance_scores" },
+        e.trust,
+        e.hazard
+    );
+    for (i, (name, v)) in rows.iter().enumerate() {
+        out.push_str(&format!("{name:<22} {v:>6.4}  {:>6.2}  {:>8.4}\n", w[i], w[i] * v));
+    }
+    out.push_str(&format!("{:<22} {:>6.4}\n\n", "total risk R", s.total));
+    let dec = |d: &Option<Decision>| match d {
+        Some(d) => format!("{} ({})", action(d.action), d.reason),
+        None => "not reached".into(),
+    };
+    out.push_str(&format!("write gate:      {}\n", dec(&e.write)));
+    out.push_str(&format!("promotion gate:  {}\n", dec(&e.promotion)));
+    out.push_str(&format!("stored:          {}\n", if e.stored { "yes" } else { "no" }));
+    for (r, (score, b)) in input.reads.iter().zip(e.reads.iter().zip(&e.broker)) {
+        out.push_str(&format!(
+            "\nread by agent {} ({}, {:?} state) at sim {:.2}: \"{}\"\n",
+            r.reader, r.task_class, r.state, r.sim, r.query
+        ));
+        out.push_str(&format!(
+            "  S = {:.5}  h_q = {:.5}  T_q = {:.5}  R_q = {:.5}  tr_q = {:.3}  overlap = {:.4}\n",
+            score.score, score.h_q, score.t_q, score.risk.total, score.risk.trigger_sensitivity, score.overlap
+        ));
+        out.push_str(&format!("  read firewall:  {} ({})\n", action(score.decision.action), score.decision.reason));
+        out.push_str(&format!("  broker:         {} ({})\n", action(b.action), b.reason));
+    }
+    out
+}

@@ -1,0 +1,134 @@
+//! MAPLE-Guard exactly as the reference harness implements it (spec §2–§4).
+
+mod config;
+mod gates;
+mod provenance;
+mod risk;
+
+pub use config::*;
+pub use gates::{
+    Action, Decision, ReadScore, Reader, apply_rewrite, backend_prescore, broker_decision,
+    promotion_gate, read_score, write_gate,
+};
+pub use provenance::{
+    FeedbackPolicy, OutcomeParams, ProvenanceMode, StrictChannel, apply_outcome, apply_strict_view,
+};
+pub use risk::{LINEAGE_MARKERS, QueryContext, RiskSignals, derive_provenance, lifecycle_risk};
+
+use super::{CommitVerdict, Guard, GuardStage, ReadVerdict};
+use crate::memory::{MemoryItem, MemoryTopology, Scope, Status};
+use crate::text::QueryFeatures;
+
+/// MAPLE-Guard's four lifecycle gates behind the [`Guard`] seam.
+#[derive(Clone, Debug, Default)]
+pub struct MapleGuard {
+    cfg: MapleConfig,
+    name: String,
+}
+
+impl MapleGuard {
+    /// A guard with configuration `cfg`.
+    pub fn new(cfg: MapleConfig) -> Self {
+        let name = match cfg.variant {
+            MapleVariant::Full => "maple_guard",
+            MapleVariant::NoWrite => "maple_guard_no_write",
+            MapleVariant::NoRetrieval => "maple_guard_no_retrieval",
+            MapleVariant::NoPromotion => "maple_guard_no_promotion",
+            MapleVariant::NoCrossAgent => "maple_guard_no_cross_agent",
+            MapleVariant::RetrievalOnly => "maple_guard_retrieval_only",
+        };
+        MapleGuard { cfg, name: name.into() }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &MapleConfig {
+        &self.cfg
+    }
+}
+
+/// Runs the write gate then the promotion gate on an item whose metadata is final, applying
+/// the actions to the item (status, rewrite). Shared by the guard and `memlink explain`.
+pub fn commit_gates(item: &mut MemoryItem, requested: Scope, cfg: &MapleConfig) -> CommitVerdict {
+    let mut verdict = CommitVerdict::allow(requested);
+    if cfg.variant.write_gate() {
+        let r = lifecycle_risk(item, None, 0.0, cfg);
+        let w = write_gate(item, &r, cfg);
+        verdict.write = Some(w);
+        match w.action {
+            Action::Reject => {
+                item.status = Status::Rejected;
+                return verdict;
+            }
+            Action::Quarantine => {
+                item.status = Status::Quarantined;
+                return verdict;
+            }
+            Action::Rewrite => {
+                apply_rewrite(item, cfg);
+                verdict.rewritten = true;
+            }
+            _ => {}
+        }
+    }
+    if cfg.variant.promotion_gate() {
+        let r = lifecycle_risk(item, None, 0.0, cfg);
+        let p = promotion_gate(item, requested, &r, cfg);
+        verdict.promotion = Some(p);
+        if p.action == Action::Quarantine {
+            item.status = Status::Quarantined;
+        }
+    }
+    verdict
+}
+
+impl Guard for MapleGuard {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn stage(&self) -> GuardStage {
+        GuardStage::Memory
+    }
+
+    fn metadata_config(&self) -> Option<&MapleConfig> {
+        Some(&self.cfg)
+    }
+
+    fn commit(&self, item: &mut MemoryItem, requested: Scope) -> CommitVerdict {
+        commit_gates(item, requested, &self.cfg)
+    }
+
+    fn full_pool(&self) -> bool {
+        self.cfg.variant.full_pool()
+    }
+
+    fn prescore(&self, item: &MemoryItem, sim: f64, reader: Reader<'_>) -> f64 {
+        backend_prescore(item, sim, reader, &self.cfg)
+    }
+
+    fn broker(&self, item: &MemoryItem, reader: Reader<'_>, topology: MemoryTopology) -> Decision {
+        broker_decision(item, reader, topology, &self.cfg)
+    }
+
+    fn score(
+        &self,
+        item: &MemoryItem,
+        query: &QueryFeatures,
+        sim: f64,
+        cluster_share: f64,
+        reader: Reader<'_>,
+    ) -> ReadVerdict {
+        if !self.cfg.variant.retrieval_gate() {
+            return super::baseline_score(item, sim, self.cfg.score.beta_q);
+        }
+        let r = read_score(item, query, sim, cluster_share, reader, &self.cfg);
+        ReadVerdict {
+            score: r.score,
+            blocked: (r.decision.action == Action::Block).then_some(r.decision.reason),
+        }
+    }
+
+    fn min_score(&self) -> Option<f64> {
+        self.cfg.variant.retrieval_gate().then_some(self.cfg.firewall.min_score)
+    }
+}

@@ -1,0 +1,177 @@
+//! Guards: what decides which memories are written, promoted, retrieved and reused, and which
+//! messages pass. The [`Guard`] trait is the seam; [`maple`] is MAPLE-Guard, [`NoDefense`] the
+//! undefended baseline.
+//!
+//! # The evaluator's truth is unreachable from here
+//!
+//! Guard methods receive [`MemoryItem`]s, query features and message views. None of these types
+//! has a field from which "is poison", the attack's target or the correct answer can be read;
+//! that truth lives in [`crate::oracle::Oracle`], whose read methods demand an
+//! [`crate::metrics::EvaluatorAccess`] token that only the metrics module can create. A guard that
+//! tries to peek does not compile:
+//!
+//! ```compile_fail
+//! use memlink::memory::MemoryItem;
+//! fn peek(item: &MemoryItem) -> bool { item.is_poison }
+//! ```
+//!
+//! ```compile_fail
+//! use memlink::oracle::Oracle;
+//! fn peek(o: &Oracle) -> bool { o.is_poison(0, &memlink::metrics::EvaluatorAccess { _private: () }) }
+//! ```
+
+pub mod maple;
+
+use crate::memory::{MemoryItem, MemoryTopology, Scope};
+use crate::text::QueryFeatures;
+use maple::{Action, Decision, MapleConfig, Reader};
+use serde::Serialize;
+
+/// Where in the lifecycle a guard acts.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
+pub enum GuardStage {
+    /// It decides writes, promotions, reads and cross-agent reuse of memories.
+    Memory,
+    /// It inspects and acts on agents' messages, never touching memory.
+    Message,
+    /// It does nothing (the undefended baseline).
+    Nothing,
+}
+
+/// The outcome of committing one item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct CommitVerdict {
+    /// Scope the writer asked for.
+    pub requested: Scope,
+    /// Write gate decision, if the gate ran.
+    pub write: Option<Decision>,
+    /// Promotion gate decision, if the gate ran.
+    pub promotion: Option<Decision>,
+    /// The experience was rewritten (its text features must be recomputed).
+    pub rewritten: bool,
+}
+
+impl CommitVerdict {
+    /// Nothing checked, nothing changed.
+    pub fn allow(requested: Scope) -> Self {
+        CommitVerdict { requested, write: None, promotion: None, rewritten: false }
+    }
+
+    /// The gate that stopped the item, if any: ("write" | "promotion", reason).
+    pub fn stopped_by(&self) -> Option<(&'static str, &'static str)> {
+        let stop = |d: &Option<Decision>| {
+            d.filter(|d| matches!(d.action, Action::Reject | Action::Quarantine)).map(|d| d.reason)
+        };
+        stop(&self.write).map(|r| ("write", r)).or_else(|| stop(&self.promotion).map(|r| ("promotion", r)))
+    }
+}
+
+/// A scored candidate at read time.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ReadVerdict {
+    /// The retrieval score (higher first).
+    pub score: f64,
+    /// Why it was blocked, if it was.
+    pub blocked: Option<&'static str>,
+}
+
+/// One agent's output in one round, as a message guard sees it: the text and who said it,
+/// nothing about roles or correctness.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MessageView {
+    /// The speaking agent.
+    pub agent: u32,
+    /// The full output text.
+    pub text: String,
+}
+
+/// What a message guard did to one output.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub enum MessageAction {
+    /// Replaced by a fixed refusal or verification sentence.
+    Replace(u32),
+    /// Rewritten by the guard.
+    Rewrite(u32),
+    /// Guidance appended.
+    AppendGuidance(u32),
+    /// Removed from the round.
+    Remove(u32),
+}
+
+/// The baseline read score of No Defense and the communication baselines: S = sim + β·Q.
+pub fn baseline_score(item: &MemoryItem, sim: f64, beta_q: f64) -> ReadVerdict {
+    ReadVerdict {
+        score: sim + beta_q * item.utility_q,
+        blocked: (!item.is_active()).then_some("inactive_memory"),
+    }
+}
+
+/// A guard. Default methods implement "do nothing at this stage", so a guard overrides only
+/// the stages it acts on.
+pub trait Guard: Send + Sync {
+    /// The method name used in results.
+    fn name(&self) -> &str;
+
+    /// Where the guard acts.
+    fn stage(&self) -> GuardStage;
+
+    /// The MAPLE configuration whose derive constants set metadata, if the guard has one.
+    fn metadata_config(&self) -> Option<&MapleConfig> {
+        None
+    }
+
+    /// Decides a commit of `item` (metadata already final), applying its actions to the item.
+    fn commit(&self, _item: &mut MemoryItem, requested: Scope) -> CommitVerdict {
+        CommitVerdict::allow(requested)
+    }
+
+    /// Whether the guard receives the whole candidate pool rather than the backend's selection.
+    fn full_pool(&self) -> bool {
+        false
+    }
+
+    /// Backend pre-score used to order the whole pool (only called when `full_pool`).
+    fn prescore(&self, item: &MemoryItem, sim: f64, _reader: Reader<'_>) -> f64 {
+        sim + 0.8 * item.backend_q
+    }
+
+    /// Cross-agent broker decision for a shared item.
+    fn broker(&self, _item: &MemoryItem, _reader: Reader<'_>, _topology: MemoryTopology) -> Decision {
+        Decision::new(Action::Allow, "no_broker")
+    }
+
+    /// Scores one candidate for a read.
+    fn score(
+        &self,
+        item: &MemoryItem,
+        _query: &QueryFeatures,
+        sim: f64,
+        _cluster_share: f64,
+        _reader: Reader<'_>,
+    ) -> ReadVerdict {
+        baseline_score(item, sim, 0.8)
+    }
+
+    /// The score floor applied after scoring, if any.
+    fn min_score(&self) -> Option<f64> {
+        None
+    }
+
+    /// Inspects one round's outputs and acts on them (message guards only).
+    fn review_messages(&self, _round: &mut [MessageView], _rng: &mut crate::engine::SimRng) -> Vec<MessageAction> {
+        Vec::new()
+    }
+}
+
+/// The undefended baseline: every write allowed, reads ranked by sim + 0.8·Q.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoDefense;
+
+impl Guard for NoDefense {
+    fn name(&self) -> &str {
+        "no_defense"
+    }
+    fn stage(&self) -> GuardStage {
+        GuardStage::Nothing
+    }
+}

@@ -1,0 +1,26 @@
+//! memlink: a deterministic discrete-event simulator of memory-link poisoning in LLM
+//! multi-agent systems.
+//!
+//! A scenario (RON) names agents, attackers, a communication topology, a memory topology, a
+//! workload, an attack, a protocol, a backbone profile for the LLM stand-in, and the guard
+//! arms to compare. [`run::run_scenario`] runs every arm on the same seed (common random numbers)
+//! and returns per-round metrics; the same scenario and seed give byte-identical results on any
+//! machine and with any number of threads.
+#![warn(missing_docs)]
+
+pub mod agent;
+pub mod attack;
+pub mod embed;
+pub mod engine;
+pub mod error;
+pub mod explain;
+pub mod guard;
+pub mod memory;
+pub mod metrics;
+pub mod oracle;
+pub mod run;
+pub mod scenario;
+pub mod text;
+pub mod topology;
+pub mod workload;
+pub mod world;

@@ -1,0 +1,202 @@
+//! The `memlink` command line.
+
+use clap::{Parser, Subcommand};
+use memlink::error::{Error, Result, parse_ron, read_file};
+use memlink::explain::{ExplainInput, ReadInput, ReadState, explain, render};
+use memlink::memory::{Scope, Taint};
+use memlink::run::{check_determinism, run_scenario};
+use memlink::scenario::load;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "memlink", version, about = "Deterministic simulator of memory-link poisoning in LLM multi-agent systems")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run a scenario: every arm on the same seed; prints per-round metrics and writes
+    /// summary.json and rounds.csv.
+    Run {
+        /// Scenario file (RON).
+        scenario: PathBuf,
+        /// Master seed (default: the scenario's).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Output folder (default: runs/<scenario name>/seed-<seed>).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Print the summary JSON instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check a scenario file and its backbone profile without running.
+    Validate {
+        /// Scenario file (RON).
+        scenario: PathBuf,
+    },
+    /// Score one memory item through MAPLE-Guard and print each signal and gate decision.
+    Explain {
+        /// Item file (RON, see scenarios/explain/); flags below override or replace it.
+        item: Option<PathBuf>,
+        /// Intent text (without a file).
+        #[arg(long)]
+        intent: Option<String>,
+        /// Experience text (without a file).
+        #[arg(long)]
+        experience: Option<String>,
+        /// Source route.
+        #[arg(long, default_value = "agent_self_outcome_consolidation")]
+        source_type: String,
+        /// Memory type.
+        #[arg(long, default_value = "agent_outcome_experience")]
+        memory_type: String,
+        /// Requested scope: private or team.
+        #[arg(long, default_value = "private")]
+        scope: String,
+        /// Taint: clean, unverified, external or poisoned.
+        #[arg(long, default_value = "unverified")]
+        taint: String,
+        /// Q.
+        #[arg(long, default_value_t = 0.0)]
+        q: f64,
+        /// Query to score a read against.
+        #[arg(long)]
+        query: Option<String>,
+        /// Similarity of that read.
+        #[arg(long, default_value_t = 0.5)]
+        sim: f64,
+        /// Reader agent of that read.
+        #[arg(long, default_value_t = 0)]
+        reader: u32,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a scenario twice and in 1- and 2-thread pools; name the first divergent event if any.
+    CheckDeterminism {
+        /// Scenario file (RON).
+        scenario: PathBuf,
+        /// Master seed (default: the scenario's).
+        #[arg(long)]
+        seed: Option<u64>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match dispatch(cli.cmd) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            if e.is_input_error() { ExitCode::from(2) } else { ExitCode::FAILURE }
+        }
+    }
+}
+
+fn invalid(field: &str, expected: &str) -> Error {
+    Error::Invalid {
+        path: PathBuf::from("<command line>"),
+        pos: memlink::error::Pos { line: 1, col: 1 },
+        field: field.into(),
+        expected: expected.into(),
+    }
+}
+
+fn dispatch(cmd: Cmd) -> Result<()> {
+    match cmd {
+        Cmd::Run { scenario, seed, out, json } => {
+            let ls = load(&scenario)?;
+            let seed = seed.unwrap_or(ls.scenario.seed);
+            let result = run_scenario(&ls, seed);
+            let dir = out.unwrap_or_else(|| PathBuf::from("runs").join(&ls.scenario.name).join(format!("seed-{seed}")));
+            result.write(&dir)?;
+            if json {
+                print!("{}", result.to_json());
+            } else {
+                print!("{}", result.table());
+                println!("\nwrote {}/summary.json and rounds.csv", dir.display());
+            }
+            Ok(())
+        }
+        Cmd::Validate { scenario } => {
+            let ls = load(&scenario)?;
+            let s = &ls.scenario;
+            println!(
+                "{}: ok — {} agents, {} arm(s), workload {}, backbone {}",
+                scenario.display(),
+                s.agents,
+                s.arms.len(),
+                s.workload.class(),
+                ls.profile.name
+            );
+            Ok(())
+        }
+        Cmd::Explain { item, intent, experience, source_type, memory_type, scope, taint, q, query, sim, reader, json } => {
+            let mut input: ExplainInput = match &item {
+                Some(path) => parse_ron(path, &read_file(path)?)?,
+                None => {
+                    let (Some(intent), Some(experience)) = (intent.clone(), experience.clone()) else {
+                        return Err(invalid("item", "an item file, or both --intent and --experience"));
+                    };
+                    let scope = match scope.as_str() {
+                        "private" => Scope::Private,
+                        "team" => Scope::Team,
+                        _ => return Err(invalid("scope", "private or team")),
+                    };
+                    let taint = match taint.as_str() {
+                        "clean" => Taint::Clean,
+                        "unverified" => Taint::Unverified,
+                        "external" => Taint::External,
+                        "poisoned" => Taint::Poisoned,
+                        _ => return Err(invalid("taint", "clean, unverified, external or poisoned")),
+                    };
+                    ExplainInput {
+                        intent,
+                        experience,
+                        utility_q: q,
+                        source_type,
+                        memory_type,
+                        scope,
+                        allowed_agents: if scope == Scope::Private { vec![reader] } else { Vec::new() },
+                        allowed_task_classes: Vec::new(),
+                        trust: 0.5,
+                        hazard: 0.0,
+                        taint,
+                        source_agent_trust: 0.5,
+                        parents: Vec::new(),
+                        success_count: 0,
+                        failure_count: 0,
+                        strict: None,
+                        reads: Vec::new(),
+                        config: None,
+                        memory_topology: Default::default(),
+                    }
+                }
+            };
+            if let Some(q) = query {
+                input.reads.push(ReadInput { query: q, sim, reader, task_class: "mmlu".into(), cluster_share: 0.0, state: ReadState::Stored });
+            }
+            let e = explain(&input);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&e).expect("serializable"));
+            } else {
+                print!("{}", render(&input, &e));
+            }
+            Ok(())
+        }
+        Cmd::CheckDeterminism { scenario, seed } => {
+            let ls = load(&scenario)?;
+            let seed = seed.unwrap_or(ls.scenario.seed);
+            let report = check_determinism(&ls, seed)?;
+            println!("deterministic: {} identical summaries ({})", report.runs.len(), report.runs.join(", "));
+            for (arm, h) in report.hashes {
+                println!("  {arm:<24} trace hash {h}");
+            }
+            Ok(())
+        }
+    }
+}

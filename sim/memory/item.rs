@@ -1,0 +1,174 @@
+//! One memory item with every field of spec §1 that a gate, the stand-in or a metric reads.
+
+use crate::engine::Time;
+use crate::text::TextFeatures;
+use serde::{Deserialize, Serialize};
+
+/// Index of an item in the run's arena.
+pub type ItemId = u32;
+
+/// Requested or actual scope of a memory.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Scope {
+    /// `agent_private`: one agent's store.
+    Private,
+    /// `team`: the shared store.
+    Team,
+}
+
+/// Provenance taint (spec §1).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Taint {
+    /// Trusted origin.
+    Clean,
+    /// Origin not verified.
+    Unverified,
+    /// From outside the system (tools, users, imports).
+    External,
+    /// Marked poisoned by a detector.
+    Poisoned,
+}
+
+impl Taint {
+    /// The reference's string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Taint::Clean => "clean",
+            Taint::Unverified => "unverified",
+            Taint::External => "external",
+            Taint::Poisoned => "poisoned",
+        }
+    }
+}
+
+/// Lifecycle status (spec §1).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Status {
+    /// Stored and retrievable.
+    Active,
+    /// Held in the quarantine store, never retrievable.
+    Quarantined,
+    /// Dropped at the write gate.
+    Rejected,
+}
+
+/// Who wrote an item.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Writer {
+    /// An agent of the system (benign or not: the item does not say).
+    Agent(u32),
+    /// The user's history (LongMemEval haystack); origin agent −1 in the reference.
+    User,
+    /// An external channel (tool output, imported note, a query-only write).
+    External,
+}
+
+/// A memory item. Deliberately carries no evaluator truth: whether it is poison, what it
+/// targets and which attack wrote it are recorded only in the oracle.
+#[derive(Clone, Debug)]
+pub struct MemoryItem {
+    /// Arena index.
+    pub id: ItemId,
+    /// The reference-style memory id string.
+    pub name: String,
+    /// Short task description; also the retrieval key.
+    pub intent: String,
+    /// The text rendered into prompts.
+    pub experience: String,
+    /// Features of `intent + "\n" + experience`.
+    pub features: TextFeatures,
+    /// Utility Q (ρ in the paper) as the entry holds it.
+    pub utility_q: f64,
+    /// Q as the MemRL backend holds it (hybrid ranking reads this one).
+    pub backend_q: f64,
+    /// Trust τ, hazard h and taint as the backend captured them when the item was added.
+    pub backend_snapshot: (f64, f64, Taint),
+    /// Task the item was written in.
+    pub origin_task: u32,
+    /// Writer of the item.
+    pub writer: Writer,
+    /// Round the item was written in.
+    pub origin_round: u32,
+    /// Write path / source route (scanned by substring).
+    pub source_type: String,
+    /// Kind of memory (scanned by substring).
+    pub memory_type: String,
+    /// Private or team.
+    pub scope: Scope,
+    /// ACL: agents allowed to read (empty = everyone).
+    pub allowed_agents: Vec<u32>,
+    /// Task classes allowed to read (empty = every class).
+    pub allowed_task_classes: Vec<String>,
+    /// Provenance trust τ.
+    pub trust: f64,
+    /// Content hazard h.
+    pub hazard: f64,
+    /// Taint.
+    pub taint: Taint,
+    /// Reputation of the writing agent at write time.
+    pub source_agent_trust: f64,
+    /// Lifecycle status.
+    pub status: Status,
+    /// Lineage strings (task ids, route markers, parent memory ids).
+    pub parents: Vec<String>,
+    /// Times handed to scoring.
+    pub retrieved_count: u32,
+    /// Times placed into a prompt.
+    pub selected_count: u32,
+    /// Times blocked by a read firewall.
+    pub blocked_count: u32,
+    /// Successful outcomes after use.
+    pub success_count: u32,
+    /// Failed outcomes after use.
+    pub failure_count: u32,
+    /// When the item was committed (reads before this time do not see it).
+    pub committed_at: Time,
+}
+
+impl MemoryItem {
+    /// A blank item with the given texts; callers fill in metadata before committing.
+    pub fn new(name: String, intent: String, experience: String, features: TextFeatures) -> Self {
+        MemoryItem {
+            id: 0,
+            name,
+            intent,
+            experience,
+            features,
+            utility_q: 0.0,
+            backend_q: 0.0,
+            backend_snapshot: (0.5, 0.0, Taint::Unverified),
+            origin_task: 0,
+            writer: Writer::External,
+            origin_round: 0,
+            source_type: String::new(),
+            memory_type: String::new(),
+            scope: Scope::Private,
+            allowed_agents: Vec::new(),
+            allowed_task_classes: Vec::new(),
+            trust: 0.5,
+            hazard: 0.0,
+            taint: Taint::Unverified,
+            source_agent_trust: 0.5,
+            status: Status::Active,
+            parents: Vec::new(),
+            retrieved_count: 0,
+            selected_count: 0,
+            blocked_count: 0,
+            success_count: 0,
+            failure_count: 0,
+            committed_at: Time::ZERO,
+        }
+    }
+
+    /// Scope violation sv(m, agent, class) of spec §2.2.
+    pub fn scope_violation(&self, agent: u32, task_class: &str) -> bool {
+        (!self.allowed_agents.is_empty() && !self.allowed_agents.contains(&agent))
+            || (!self.allowed_task_classes.is_empty()
+                && !self.allowed_task_classes.iter().any(|c| c == task_class))
+    }
+
+    /// Whether the item may enter a prompt at all.
+    pub fn is_active(&self) -> bool {
+        self.status == Status::Active
+    }
+}

@@ -1,0 +1,91 @@
+//! Evaluator-only truth: which items are poison, what they target, which attack wrote them, and
+//! the correct answer of every task. Writing is open to the simulation; every read demands an
+//! [`EvaluatorAccess`] token, which only [`crate::metrics`] can create. Guards never receive
+//! the oracle, and could not read it if they did.
+
+use crate::memory::ItemId;
+use crate::metrics::EvaluatorAccess;
+use crate::text::Sym;
+use std::collections::BTreeMap;
+
+/// How a poison item came to be.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PoisonOrigin {
+    /// Written directly by the attack.
+    Direct,
+    /// A handoff summary the evaluator labels poison (spec §5.2: from an attacker, or
+    /// reporting a known poison item).
+    Handoff,
+}
+
+/// What the evaluator knows about one poison item.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PoisonRecord {
+    /// Direct or handoff.
+    pub origin: PoisonOrigin,
+    /// Attack family name.
+    pub attack: &'static str,
+    /// Task the poison was planted for.
+    pub task: u32,
+    /// Tokens of the target answer text (mapped onto later tasks' options).
+    pub target_tokens: Vec<Sym>,
+    /// Target option index in the planting task.
+    pub target: u8,
+    /// Commit time in ticks.
+    pub written_at: u64,
+    /// The attack's own payload text appears verbatim in this item (prompt exposure).
+    pub carries_payload: bool,
+}
+
+/// The evaluator's truth of one run.
+#[derive(Clone, Debug, Default)]
+pub struct Oracle {
+    poison: BTreeMap<ItemId, PoisonRecord>,
+    attempted_direct: u64,
+    answers: BTreeMap<u32, u8>,
+}
+
+impl Oracle {
+    /// An empty oracle.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records that item `id` is poison.
+    pub fn register_poison(&mut self, id: ItemId, record: PoisonRecord) {
+        if record.origin == PoisonOrigin::Direct {
+            self.attempted_direct += 1;
+        }
+        self.poison.insert(id, record);
+    }
+
+    /// Records the correct answer of `task`.
+    pub fn register_answer(&mut self, task: u32, gold: u8) {
+        self.answers.insert(task, gold);
+    }
+
+    /// Whether `id` is poison.
+    pub fn is_poison(&self, id: ItemId, _: &EvaluatorAccess) -> bool {
+        self.poison.contains_key(&id)
+    }
+
+    /// The record of poison item `id`.
+    pub fn poison(&self, id: ItemId, _: &EvaluatorAccess) -> Option<&PoisonRecord> {
+        self.poison.get(&id)
+    }
+
+    /// All poison records in id order.
+    pub fn all_poison(&self, _: &EvaluatorAccess) -> impl Iterator<Item = (&ItemId, &PoisonRecord)> {
+        self.poison.iter()
+    }
+
+    /// Number of direct poison writes attempted.
+    pub fn attempted_direct(&self, _: &EvaluatorAccess) -> u64 {
+        self.attempted_direct
+    }
+
+    /// The correct answer of `task`.
+    pub fn answer(&self, task: u32, _: &EvaluatorAccess) -> Option<u8> {
+        self.answers.get(&task).copied()
+    }
+}

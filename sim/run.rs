@@ -1,0 +1,208 @@
+//! Running a scenario: every arm on the same seed, in parallel across arms (each run is single
+//! threaded and results are collected in arm order, so the bytes never depend on the thread
+//! count), and writing `summary.json` and `rounds.csv`.
+
+use crate::engine::{TraceEntry, first_divergence};
+use crate::error::{Error, Result};
+use crate::metrics::ArmSummary;
+use crate::scenario::LoadedScenario;
+use crate::world::run_arm;
+use rayon::prelude::*;
+use serde::Serialize;
+use std::path::Path;
+
+/// Results of all arms of one scenario run.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ScenarioResult {
+    /// memlink version that produced the results.
+    pub memlink: String,
+    /// Scenario name.
+    pub scenario: String,
+    /// Seed.
+    pub seed: u64,
+    /// Backbone profile.
+    pub backbone: String,
+    /// Topology label.
+    pub topology: String,
+    /// Agents.
+    pub agents: u32,
+    /// Per-arm summaries, in scenario order.
+    pub arms: Vec<ArmSummary>,
+}
+
+/// Runs every arm of a scenario with `seed` (rayon across arms).
+pub fn run_scenario(ls: &LoadedScenario, seed: u64) -> ScenarioResult {
+    let scn = &ls.scenario;
+    let arms: Vec<ArmSummary> =
+        scn.arms.par_iter().map(|arm| run_arm(scn, &ls.profile, arm, seed, false).summary).collect();
+    ScenarioResult {
+        memlink: env!("CARGO_PKG_VERSION").into(),
+        scenario: scn.name.clone(),
+        seed,
+        backbone: ls.profile.name.clone(),
+        topology: scn.topology.label(),
+        agents: scn.agents,
+        arms,
+    }
+}
+
+impl ScenarioResult {
+    /// The summary as pretty JSON (stable bytes).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("serializable") + "\n"
+    }
+
+    /// One CSV row per arm and round.
+    pub fn rounds_csv(&self) -> String {
+        let mut s = String::from(
+            "arm,guard,round,mdsr_strict,mdsr_half,rda,asr_exposure,pmur_agent,target_hit,accuracy,prompt_tokens_mean\n",
+        );
+        for a in &self.arms {
+            for r in &a.rounds {
+                s.push_str(&format!(
+                    "{},{},{},{},{},{},{},{},{},{},{}\n",
+                    csv_field(&a.arm),
+                    a.guard,
+                    r.round,
+                    r.mdsr_strict,
+                    r.mdsr_half,
+                    r.rda,
+                    r.asr_exposure,
+                    r.pmur_agent,
+                    r.target_hit,
+                    r.accuracy,
+                    r.prompt_tokens_mean
+                ));
+            }
+        }
+        s
+    }
+
+    /// A human-readable per-round table and the gate stops of each arm.
+    pub fn table(&self) -> String {
+        let mut s = format!(
+            "scenario {} · seed {} · {} agents · topology {} · backbone {}\n",
+            self.scenario, self.seed, self.agents, self.topology, self.backbone
+        );
+        for a in &self.arms {
+            s.push_str(&format!(
+                "\n== {} ({}) · attackers {:?} · {} tasks ({} metric) · SR {:.1}%\n",
+                a.arm,
+                a.guard,
+                a.attackers,
+                a.tasks,
+                a.metric_tasks,
+                100.0 * a.sr
+            ));
+            s.push_str("round  MDSR(>1/2)  MDSR(>=1/2)   RDA    ASR(exp)  PMUR-A  target-hit  acc    tokens/call\n");
+            for r in &a.rounds {
+                s.push_str(&format!(
+                    "  {:<4} {:>8.1}%  {:>9.1}%  {:>6.1}%  {:>7.1}%  {:>5.1}%  {:>8.1}%  {:>5.1}%  {:>8.0}\n",
+                    r.round,
+                    100.0 * r.mdsr_strict,
+                    100.0 * r.mdsr_half,
+                    100.0 * r.rda,
+                    100.0 * r.asr_exposure,
+                    100.0 * r.pmur_agent,
+                    100.0 * r.target_hit,
+                    100.0 * r.accuracy,
+                    r.prompt_tokens_mean
+                ));
+            }
+            s.push_str(&format!(
+                "PMUR {:.1}% · PMWR {:.1}% · PPR {:.1}% · CPR {:.1}% · quarantine {:.1}% · rewrite {:.1}% · read blocks {}\n",
+                100.0 * a.pmur,
+                100.0 * a.pmwr,
+                100.0 * a.ppr,
+                100.0 * a.cpr,
+                100.0 * a.write_quarantine_rate,
+                100.0 * a.write_rewrite_rate,
+                a.read_blocks
+            ));
+            s.push_str(&format!(
+                "poison written: {} direct, {} handoffs · distinct poison items blocked at read: {}\n",
+                a.poison_direct_written, a.poison_handoffs_written, a.poison_items_read_blocked
+            ));
+            if a.poison_stops.is_empty() {
+                s.push_str("poison stopped by: nothing\n");
+            } else {
+                s.push_str("poison stopped by:\n");
+                for (k, v) in &a.poison_stops {
+                    s.push_str(&format!("  {k:<60} {v}\n"));
+                }
+            }
+        }
+        s
+    }
+
+    /// Writes `summary.json` and `rounds.csv` into `dir` (each through a temporary file, so an
+    /// interrupted write never leaves a truncated result).
+    pub fn write(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(|source| Error::Write { path: dir.to_path_buf(), source })?;
+        write_atomic(&dir.join("summary.json"), &self.to_json())?;
+        write_atomic(&dir.join("rounds.csv"), &self.rounds_csv())
+    }
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
+}
+
+/// Writes `text` to `path` via a temporary file and a rename.
+pub fn write_atomic(path: &Path, text: &str) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).map_err(|source| Error::Write { path: tmp.clone(), source })?;
+    std::fs::rename(&tmp, path).map_err(|source| Error::Write { path: path.to_path_buf(), source })
+}
+
+/// What `check-determinism` found.
+#[derive(Clone, Debug)]
+pub struct DeterminismReport {
+    /// Trace hash per arm of the reference run.
+    pub hashes: Vec<(String, String)>,
+    /// Runs compared.
+    pub runs: Vec<String>,
+}
+
+/// Runs the scenario twice serially and once each in 1- and 2-thread pools; every summary
+/// must be byte-identical. On a mismatch, re-runs the differing arm with the event log and
+/// names the first divergent event.
+pub fn check_determinism(ls: &LoadedScenario, seed: u64) -> Result<DeterminismReport> {
+    let reference = run_scenario(ls, seed).to_json();
+    let mut runs = vec!["run 1".to_string()];
+    let again = run_scenario(ls, seed).to_json();
+    runs.push("run 2 (same process)".into());
+    compare(ls, seed, &reference, &again, "a second run")?;
+    for threads in [1usize, 2] {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("thread pool");
+        let json = pool.install(|| run_scenario(ls, seed).to_json());
+        runs.push(format!("{threads}-thread pool"));
+        compare(ls, seed, &reference, &json, &format!("a {threads}-thread pool"))?;
+    }
+    let r = run_scenario(ls, seed);
+    Ok(DeterminismReport { hashes: r.arms.iter().map(|a| (a.arm.clone(), a.trace_hash.clone())).collect(), runs })
+}
+
+fn compare(ls: &LoadedScenario, seed: u64, a: &str, b: &str, what: &str) -> Result<()> {
+    if a == b {
+        return Ok(());
+    }
+    // Name the first divergent event of the first arm that differs.
+    for arm in &ls.scenario.arms {
+        let x = run_arm(&ls.scenario, &ls.profile, arm, seed, true).trace.unwrap_or_default();
+        let y = run_arm(&ls.scenario, &ls.profile, arm, seed, true).trace.unwrap_or_default();
+        if let Some(i) = first_divergence(&x, &y) {
+            return Err(Error::Nondeterministic(describe(&arm.name, i, &x, &y)));
+        }
+    }
+    Err(Error::Nondeterministic(format!("summaries differ against {what}, but the event traces agree")))
+}
+
+fn describe(arm: &str, i: usize, x: &[TraceEntry], y: &[TraceEntry]) -> String {
+    let show = |t: &[TraceEntry]| {
+        t.get(i)
+            .map(|e| format!("#{} t={} seq={} {} (hash {:016x})", e.index, e.time, e.seq, e.label, e.hash))
+            .unwrap_or_else(|| "<end of trace>".into())
+    };
+    format!("arm `{arm}` diverges at event {i}: {} vs {}", show(x), show(y))
+}

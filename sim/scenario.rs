@@ -1,0 +1,369 @@
+//! The scenario schema (RON), its defaults and its validation. A scenario names everything a
+//! run depends on; with its seed it reproduces the run bit for bit.
+
+use crate::agent::Profile;
+use crate::attack::AttackConfig;
+use crate::error::{Error, Result, locate_field, parse_ron, read_file};
+use crate::guard::maple::{FeedbackPolicy, MapleConfig, OutcomeParams, ProvenanceMode};
+use crate::memory::MemoryTopology;
+use crate::topology::Topology;
+use crate::workload::WorkloadConfig;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Who the attackers are.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Attackers {
+    /// This many attackers, placed by `placement`.
+    Count(u32),
+    /// Exactly these agents.
+    Ids(Vec<u32>),
+}
+
+/// Where counted attackers are placed.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum Placement {
+    /// Uniformly at random (Placement stream).
+    #[default]
+    Random,
+    /// At the highest-degree agents (ties: lower id first).
+    HighestDegree,
+    /// At the lowest-degree agents (ties: lower id first).
+    LowestDegree,
+}
+
+/// A latency distribution in ticks.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Latency {
+    /// Always this many ticks.
+    Fixed(u64),
+    /// Uniform over [lo, hi].
+    Uniform(u64, u64),
+    /// Log-normal with this median and log-sd.
+    LogNormal(f64, f64),
+}
+
+impl Latency {
+    /// A draw from the distribution.
+    pub fn sample(&self, rng: &mut crate::engine::SimRng) -> u64 {
+        match *self {
+            Latency::Fixed(t) => t,
+            Latency::Uniform(lo, hi) => lo + rng.below(hi - lo + 1),
+            Latency::LogNormal(median, sigma) => (median * (sigma * rng.normal()).exp()).round().max(0.0) as u64,
+        }
+    }
+
+    fn validate(&self) -> std::result::Result<(), String> {
+        match *self {
+            Latency::Uniform(lo, hi) if lo > hi => Err(format!("lo <= hi, got ({lo}, {hi})")),
+            Latency::LogNormal(m, s) if !(m > 0.0 && m.is_finite() && s >= 0.0 && s.is_finite()) => {
+                Err(format!("a positive median and a non-negative sigma, got ({m}, {s})"))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// How simulated time advances.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+pub enum Timing {
+    /// The paper's synchronous rounds: every handoff of a round lands before anyone reads.
+    #[default]
+    Lockstep,
+    /// Each LLM call and each message takes a sampled latency; reads see only what is committed.
+    Async {
+        /// Latency of one LLM call (answers and summaries).
+        llm: Latency,
+        /// Latency of one message on an edge.
+        message: Latency,
+    },
+}
+
+/// When retrieval happens.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum RetrievalMode {
+    /// Every round (the paper launcher).
+    #[default]
+    EachRound,
+    /// Once, before round 0.
+    Once,
+}
+
+/// Benign promotion policy filters (spec §5.3).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum PromotionPolicy {
+    /// Only after a successful task.
+    #[default]
+    SuccessOnly,
+    /// Agents that retrieved anything.
+    RetrievedAny,
+    /// Agents that retrieved one of their own private memories.
+    RetrievedPrivate,
+    /// That, and whose answer equals the team answer (no success requirement).
+    AcceptedRetrievedPrivate,
+}
+
+/// Benign promotion to shared memory.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Promotion {
+    /// Probability that a promotion fires after a task.
+    pub rate: f64,
+    /// Eligibility policy.
+    pub policy: PromotionPolicy,
+    /// Promote every eligible agent instead of one.
+    pub all_agents: bool,
+    /// Minimum reputation to be eligible.
+    pub min_agent_trust: f64,
+}
+
+impl Default for Promotion {
+    fn default() -> Self {
+        Promotion { rate: 0.10, policy: PromotionPolicy::SuccessOnly, all_agents: false, min_agent_trust: 0.0 }
+    }
+}
+
+/// The per-task protocol (spec §5.2–§5.3).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Protocol {
+    /// Rounds per task.
+    pub rounds: u32,
+    /// Retrieval each round or once.
+    pub retrieval: RetrievalMode,
+    /// Memories per prompt.
+    pub top_k: usize,
+    /// Candidates per store from the backend (reference: max(4k, k+4)); `None` = that rule.
+    pub backend_k: Option<usize>,
+    /// ε of the backend's random exploration.
+    pub epsilon: f64,
+    /// Pre-round memory handoffs along out-edges with receiver summaries.
+    pub handoffs: bool,
+    /// Most memories a sender reports in one handoff.
+    pub handoff_report_max: usize,
+    /// Benign promotion.
+    pub promotion: Promotion,
+    /// Attackers do not vote.
+    pub exclude_attackers_from_vote: bool,
+    /// Agents see incoming neighbours' previous-round outputs (strict / peer communication).
+    pub peer_messages: bool,
+    /// How metadata is set on commit.
+    pub provenance: ProvenanceMode,
+    /// Outcome feedback policy.
+    pub feedback: FeedbackPolicy,
+    /// Outcome update constants.
+    pub outcome: OutcomeParams,
+    /// Non-attackers write a private self-outcome memory after each task.
+    pub outcome_memories: bool,
+}
+
+impl Default for Protocol {
+    fn default() -> Self {
+        Protocol {
+            rounds: 3,
+            retrieval: RetrievalMode::EachRound,
+            top_k: 3,
+            backend_k: None,
+            epsilon: 0.1,
+            handoffs: true,
+            handoff_report_max: 5,
+            promotion: Promotion::default(),
+            exclude_attackers_from_vote: false,
+            peer_messages: false,
+            provenance: ProvenanceMode::Recomputed,
+            feedback: FeedbackPolicy::Full,
+            outcome: OutcomeParams::default(),
+            outcome_memories: true,
+        }
+    }
+}
+
+impl Protocol {
+    /// Candidates per store.
+    pub fn backend_k(&self) -> usize {
+        self.backend_k.unwrap_or((4 * self.top_k).max(self.top_k + 4))
+    }
+}
+
+/// A guard arm of a comparison.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum GuardSpec {
+    /// No defense.
+    NoDefense,
+    /// MAPLE-Guard with this configuration (`()` = the paper's defaults).
+    Maple(MapleConfig),
+}
+
+/// One arm: a named guard run on the same seed as the others (common random numbers).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Arm {
+    /// Name in tables.
+    pub name: String,
+    /// The guard.
+    pub guard: GuardSpec,
+}
+
+/// A whole scenario.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Name of the scenario (output folder name).
+    pub name: String,
+    /// Master seed.
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// Number of agents (≥ 2).
+    pub agents: u32,
+    /// Attackers.
+    pub attackers: Attackers,
+    /// Placement of counted attackers.
+    #[serde(default)]
+    pub placement: Placement,
+    /// Communication topology.
+    pub topology: Topology,
+    /// Memory topology.
+    #[serde(default)]
+    pub memory_topology: MemoryTopology,
+    /// Timing mode.
+    #[serde(default)]
+    pub timing: Timing,
+    /// The workload.
+    pub workload: WorkloadConfig,
+    /// The attack.
+    pub attack: AttackConfig,
+    /// Protocol.
+    #[serde(default)]
+    pub protocol: Protocol,
+    /// Backbone profile: a name resolved as `models/<name>.ron`, or a path.
+    pub backbone: String,
+    /// Embedding dimension of the synthetic embedder.
+    #[serde(default = "default_dim")]
+    pub embedding_dim: usize,
+    /// Arms to compare.
+    pub arms: Vec<Arm>,
+}
+
+fn default_seed() -> u64 {
+    42
+}
+fn default_dim() -> usize {
+    64
+}
+
+/// A scenario loaded from disk together with its backbone profile.
+#[derive(Clone, Debug)]
+pub struct LoadedScenario {
+    /// The scenario.
+    pub scenario: Scenario,
+    /// The resolved backbone profile.
+    pub profile: Profile,
+    /// Where the scenario came from.
+    pub path: PathBuf,
+}
+
+impl Scenario {
+    /// Semantic checks; returns (field, expected) on the first problem.
+    pub fn check(&self) -> std::result::Result<(), (String, String)> {
+        let bad = |f: &str, e: String| Err((f.to_string(), e));
+        if self.agents < 2 {
+            return bad("agents", format!("at least 2 agents, got {}", self.agents));
+        }
+        match &self.attackers {
+            Attackers::Count(c) if *c >= self.agents => {
+                return bad("attackers", format!("fewer attackers than agents ({}), got {c}", self.agents));
+            }
+            Attackers::Ids(ids) => {
+                if ids.len() as u32 >= self.agents {
+                    return bad("attackers", format!("fewer attackers than agents ({})", self.agents));
+                }
+                if let Some(i) = ids.iter().find(|i| **i >= self.agents) {
+                    return bad("attackers", format!("agent ids below {}, got {i}", self.agents));
+                }
+                let mut s = ids.clone();
+                s.sort_unstable();
+                s.dedup();
+                if s.len() != ids.len() {
+                    return bad("attackers", "distinct agent ids".into());
+                }
+            }
+            _ => {}
+        }
+        if let Err(e) = self.topology.validate(self.agents) {
+            return bad("topology", e);
+        }
+        if let Timing::Async { llm, message } = &self.timing {
+            llm.validate().or_else(|e| bad("llm", e))?;
+            message.validate().or_else(|e| bad("message", e))?;
+        }
+        let p = &self.protocol;
+        if p.rounds == 0 {
+            return bad("rounds", "at least 1 round".into());
+        }
+        if p.top_k == 0 {
+            return bad("top_k", "at least 1".into());
+        }
+        if !(0.0..=1.0).contains(&p.epsilon) {
+            return bad("epsilon", format!("a probability in [0, 1], got {}", p.epsilon));
+        }
+        if !(0.0..=1.0).contains(&p.promotion.rate) {
+            return bad("rate", format!("a probability in [0, 1], got {}", p.promotion.rate));
+        }
+        if self.embedding_dim < 8 || self.embedding_dim > 4096 {
+            return bad("embedding_dim", format!("a dimension in [8, 4096], got {}", self.embedding_dim));
+        }
+        self.workload.validate().or_else(|(f, e)| bad(&f, e))?;
+        self.attack.validate().or_else(|(f, e)| bad(&f, e))?;
+        if self.arms.is_empty() {
+            return bad("arms", "at least one arm".into());
+        }
+        for arm in &self.arms {
+            if let GuardSpec::Maple(cfg) = &arm.guard {
+                cfg.validate().or_else(|(f, e)| bad(&f, e))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Loads and validates a scenario file and its backbone profile.
+pub fn load(path: &Path) -> Result<LoadedScenario> {
+    let text = read_file(path)?;
+    let scenario: Scenario = parse_ron(path, &text)?;
+    scenario.check().map_err(|(field, expected)| Error::Invalid {
+        path: path.to_path_buf(),
+        pos: locate_field(&text, &field),
+        field,
+        expected,
+    })?;
+    let profile_path = resolve_profile(path, &scenario.backbone);
+    let profile = crate::agent::load_profile(&profile_path)?;
+    if profile.workload(scenario.workload.class()).is_none() {
+        return Err(Error::Invalid {
+            path: profile_path,
+            pos: crate::error::Pos { line: 1, col: 1 },
+            field: "workloads".into(),
+            expected: format!("parameters for workload `{}`", scenario.workload.class()),
+        });
+    }
+    Ok(LoadedScenario { scenario, profile, path: path.to_path_buf() })
+}
+
+/// Resolves a backbone name: an existing path as given, else `models/<name>.ron` searched from
+/// the scenario's folder upwards, then from the working directory.
+pub fn resolve_profile(scenario_path: &Path, backbone: &str) -> PathBuf {
+    let direct = PathBuf::from(backbone);
+    if backbone.ends_with(".ron") && direct.exists() {
+        return direct;
+    }
+    let file = format!("{backbone}.ron");
+    let mut dir = scenario_path.parent().map(Path::to_path_buf);
+    while let Some(d) = dir {
+        let cand = d.join("models").join(&file);
+        if cand.exists() {
+            return cand;
+        }
+        dir = d.parent().map(Path::to_path_buf);
+    }
+    PathBuf::from("models").join(file)
+}

@@ -1,0 +1,318 @@
+//! The MMLU-like multiple-choice workload (spec §5.3): a pool of 4-option questions grouped by
+//! subject (as the MMLU test file is), streamed by `semantic_mix` so that every anchor is
+//! revisited by related tasks whose options share keywords with the anchor's wrong answers.
+
+use super::words::pseudo_word;
+use super::{Task, TaskTruth};
+use crate::engine::{SimRng, StreamKind, Streams};
+use serde::{Deserialize, Serialize};
+
+/// How the task stream is drawn from the pool.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum StreamBuilder {
+    /// Groups of [anchor, 3 random distractors, 2 related tasks], cursor advancing by 66.
+    #[default]
+    SemanticMix,
+    /// Pool order.
+    Sequential,
+    /// A random permutation of the pool.
+    Shuffled,
+}
+
+/// Placement of scheduled poisoning tasks.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum Schedule {
+    /// Uniformly random positions.
+    #[default]
+    Random,
+    /// Evenly spaced positions.
+    Even,
+}
+
+/// Which tasks are poisoning tasks (spec §5.3).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Poisoning {
+    /// The paper launcher's `persistent_online`: every task is poisoned and every task counts.
+    AllTasks,
+    /// Warm-up tasks, then a budget of round(T × rate) poisoning tasks; metrics exclude both.
+    Scheduled {
+        /// Warm-up tasks.
+        warmup: u32,
+        /// Activation rate.
+        rate: f64,
+        /// Placement.
+        schedule: Schedule,
+    },
+}
+
+/// MMLU-like workload parameters.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct McqConfig {
+    /// Tasks in the stream.
+    pub tasks: u32,
+    /// Questions in the pool.
+    pub pool: u32,
+    /// Subjects in the pool.
+    pub subjects: u32,
+    /// Content words per subject.
+    pub words_per_subject: u32,
+    /// Stream builder.
+    pub stream: StreamBuilder,
+    /// Which tasks are poisoned.
+    pub poisoning: Poisoning,
+}
+
+impl Default for McqConfig {
+    fn default() -> Self {
+        McqConfig {
+            tasks: 200,
+            pool: 500,
+            subjects: 16,
+            words_per_subject: 48,
+            stream: StreamBuilder::SemanticMix,
+            poisoning: Poisoning::AllTasks,
+        }
+    }
+}
+
+impl McqConfig {
+    /// (field, expected) on the first problem.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        if self.tasks == 0 {
+            return Err(("tasks".into(), "at least 1 task".into()));
+        }
+        if self.pool < 8 {
+            return Err(("pool".into(), format!("a pool of at least 8 questions, got {}", self.pool)));
+        }
+        if self.subjects == 0 || self.subjects > self.pool {
+            return Err(("subjects".into(), format!("1..=pool subjects, got {}", self.subjects)));
+        }
+        if self.words_per_subject < 16 {
+            return Err(("words_per_subject".into(), "at least 16 words per subject".into()));
+        }
+        if let Poisoning::Scheduled { warmup, rate, .. } = self.poisoning {
+            if !(0.0..=1.0).contains(&rate) {
+                return Err(("rate".into(), format!("an activation rate in [0, 1], got {rate}")));
+            }
+            if warmup >= self.tasks {
+                return Err(("warmup".into(), format!("fewer warm-up tasks than tasks ({})", self.tasks)));
+            }
+        }
+        Ok(())
+    }
+}
+
+const SUBJECTS: [&str; 16] = [
+    "high_school_chemistry", "college_biology", "high_school_physics", "world_history",
+    "professional_law", "econometrics", "clinical_knowledge", "computer_security",
+    "astronomy", "philosophy", "high_school_geography", "nutrition", "electrical_engineering",
+    "marketing", "virology", "formal_logic",
+];
+
+const STEMS: [&str; 6] = [
+    "Which of the following best describes the {0} of {1} under {2}?",
+    "Which of the following is a {0} {1} in {2}?",
+    "Which of the following explains why {0} changes {1} during {2}?",
+    "Which of the following is most closely associated with {0} {1} and {2}?",
+    "Which of the following is the primary {0} of {1} in {2} systems?",
+    "Which of the following would increase {0} in a {1} {2}?",
+];
+
+#[derive(Clone, Debug)]
+struct Question {
+    id: String,
+    subject: usize,
+    stem: String,
+    cues: Vec<String>,
+    options: Vec<String>,
+    option_words: Vec<Vec<String>>,
+    truth: TaskTruth,
+}
+
+/// A generated MMLU-like stream: public tasks and their truth.
+#[derive(Clone, Debug)]
+pub struct McqWorkload {
+    tasks: Vec<Task>,
+    truths: Vec<TaskTruth>,
+    vocabulary: Vec<String>,
+}
+
+impl McqWorkload {
+    /// Generates the pool and the stream from the Workload stream of `streams`.
+    pub fn generate(cfg: &McqConfig, streams: &Streams) -> Self {
+        let mut rng = streams.rng(StreamKind::Workload, &[0]);
+        let nsub = cfg.subjects as usize;
+        let mut vocab: Vec<Vec<String>> = Vec::with_capacity(nsub);
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..nsub {
+            let mut words = Vec::new();
+            while words.len() < cfg.words_per_subject as usize {
+                let w = pseudo_word(&mut rng);
+                if seen.insert(w.clone()) {
+                    words.push(w);
+                }
+            }
+            vocab.push(words);
+        }
+        // Pool grouped by subject, as the MMLU test file is sorted by subject.
+        let per = (cfg.pool as usize).div_ceil(nsub);
+        let mut pool: Vec<Question> = Vec::with_capacity(cfg.pool as usize);
+        'outer: for (s, words) in vocab.iter().enumerate() {
+            for n in 0..per {
+                if pool.len() == cfg.pool as usize {
+                    break 'outer;
+                }
+                pool.push(make_question(s, n, words, &mut rng));
+            }
+        }
+        let order = build_stream(cfg, &pool, &mut rng);
+        let poisoning = poisoning_set(cfg, streams);
+        let mut tasks = Vec::with_capacity(order.len());
+        let mut truths = Vec::with_capacity(order.len());
+        for (i, &q) in order.iter().enumerate() {
+            let q = &pool[q];
+            let opts: Vec<String> = q
+                .options
+                .iter()
+                .enumerate()
+                .map(|(k, o)| format!("{}) {o}", super::letter(k as u8)))
+                .collect();
+            let (poison, metric) = poisoning[i];
+            tasks.push(Task {
+                index: i as u32,
+                id: q.id.clone(),
+                class: "mmlu",
+                question: q.stem.clone(),
+                options: q.options.clone(),
+                cues: q.cues.iter().chain(q.option_words.iter().flatten()).cloned().collect(),
+                query: format!("{} Options: {}", q.stem, opts.join("; ")),
+                poisoning: poison,
+                metric,
+            });
+            truths.push(q.truth.clone());
+        }
+        let _ = SUBJECTS;
+        McqWorkload { tasks, truths, vocabulary: vocab.into_iter().flatten().collect() }
+    }
+
+    /// The tasks in stream order.
+    pub fn tasks(&self) -> &[Task] {
+        &self.tasks
+    }
+
+    /// The truth of task `i`.
+    pub fn truth(&self, i: u32) -> &TaskTruth {
+        &self.truths[i as usize]
+    }
+
+    /// Every content word of the workload.
+    pub fn vocabulary(&self) -> &[String] {
+        &self.vocabulary
+    }
+}
+
+fn make_question(subject: usize, n: usize, words: &[String], rng: &mut SimRng) -> Question {
+    let picks = rng.sample_indices(words.len(), 12);
+    let w = |i: usize| words[picks[i]].clone();
+    let option_words: Vec<Vec<String>> = (0..4).map(|k| vec![w(2 * k), w(2 * k + 1)]).collect();
+    let cues: Vec<String> = (8..12).map(w).collect();
+    let stem = STEMS[rng.index(STEMS.len())]
+        .replace("{0}", &cues[0])
+        .replace("{1}", &cues[1])
+        .replace("{2}", &format!("{} {}", cues[2], cues[3]));
+    let options: Vec<String> = option_words.iter().map(|ws| ws.join(" ")).collect();
+    let gold = rng.below(4) as u8;
+    let difficulty = rng.uniform();
+    let mut plausibility: Vec<f64> = (0..4).map(|k| if k == gold as usize { 0.0 } else { rng.uniform() }).collect();
+    // One wrong option is the natural trap a strong solver might accept.
+    let trap = (0..4).filter(|k| *k != gold as usize).max_by(|a, b| plausibility[*a].total_cmp(&plausibility[*b])).unwrap_or(0);
+    plausibility[trap] += 1.0;
+    let name = SUBJECTS[subject % SUBJECTS.len()];
+    let suffix = if subject >= SUBJECTS.len() { format!("_{}", subject / SUBJECTS.len()) } else { String::new() };
+    Question {
+        id: format!("mmlu_{name}{suffix}_test_{n}"),
+        subject,
+        stem,
+        cues,
+        options,
+        option_words,
+        truth: TaskTruth { gold, difficulty, plausibility },
+    }
+}
+
+fn wrong_words(q: &Question) -> Vec<&String> {
+    q.option_words.iter().enumerate().filter(|(k, _)| *k != q.truth.gold as usize).flat_map(|(_, w)| w).collect()
+}
+
+fn build_stream(cfg: &McqConfig, pool: &[Question], rng: &mut SimRng) -> Vec<usize> {
+    let n = pool.len();
+    let t = cfg.tasks as usize;
+    match cfg.stream {
+        StreamBuilder::Sequential => (0..t).map(|i| i % n).collect(),
+        StreamBuilder::Shuffled => {
+            let mut out = Vec::with_capacity(t);
+            while out.len() < t {
+                let mut p: Vec<usize> = (0..n).collect();
+                rng.shuffle(&mut p);
+                out.extend(p);
+            }
+            out.truncate(t);
+            out
+        }
+        StreamBuilder::SemanticMix => {
+            let mut out = Vec::with_capacity(t);
+            let mut cursor = 0usize;
+            while out.len() < t {
+                let anchor = cursor % n;
+                out.push(anchor);
+                for _ in 0..3 {
+                    out.push(rng.index(n));
+                }
+                let wrong = wrong_words(&pool[anchor]);
+                let lo = anchor.saturating_sub(200);
+                let hi = (anchor + 200).min(n - 1);
+                let mut related: Vec<(usize, usize)> = (lo..=hi)
+                    .filter(|&j| j != anchor)
+                    .map(|j| {
+                        let shared = pool[j].option_words.iter().flatten().filter(|w| wrong.contains(w)).count();
+                        let same_subject = usize::from(pool[j].subject == pool[anchor].subject);
+                        (j, shared * 2 + same_subject)
+                    })
+                    .collect();
+                // Highest shared-keyword score first; ties by distance, then index.
+                related.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.abs_diff(anchor).cmp(&b.0.abs_diff(anchor))).then(a.0.cmp(&b.0)));
+                out.extend(related.iter().take(2).map(|r| r.0));
+                cursor += 66;
+            }
+            out.truncate(t);
+            out
+        }
+    }
+}
+
+/// (poisoning, metric) per stream position.
+fn poisoning_set(cfg: &McqConfig, streams: &Streams) -> Vec<(bool, bool)> {
+    let t = cfg.tasks as usize;
+    match cfg.poisoning {
+        Poisoning::AllTasks => vec![(true, true); t],
+        Poisoning::Scheduled { warmup, rate, schedule } => {
+            let warmup = warmup as usize;
+            let budget = ((t as f64 * rate).round() as usize).max(1).min(t - warmup);
+            let span = t - warmup;
+            let picks: Vec<usize> = match schedule {
+                Schedule::Random => {
+                    let mut r = streams.rng(StreamKind::Workload, &[1337]);
+                    r.sample_indices(span, budget).into_iter().map(|i| warmup + i).collect()
+                }
+                Schedule::Even => (0..budget).map(|i| warmup + i * span / budget).collect(),
+            };
+            (0..t)
+                .map(|i| {
+                    let p = picks.contains(&i);
+                    (p, i >= warmup && !p)
+                })
+                .collect()
+        }
+    }
+}

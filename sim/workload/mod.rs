@@ -1,0 +1,72 @@
+//! Task streams. Each workload yields tasks with a public view (what agents and guards may
+//! see: question, options, class) and a truth (correct answer, difficulty, how plausible each
+//! wrong option is) that only the simulation's physics and the evaluator read.
+
+mod mcq;
+mod words;
+
+pub use mcq::{McqConfig, McqWorkload, Poisoning, Schedule, StreamBuilder};
+
+use serde::{Deserialize, Serialize};
+
+/// A workload as a scenario names it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum WorkloadConfig {
+    /// MMLU-like 4-option questions.
+    Mmlu(McqConfig),
+}
+
+impl WorkloadConfig {
+    /// The task class (`allowed_task_classes` value and the profile's workload key).
+    pub fn class(&self) -> &'static str {
+        match self {
+            WorkloadConfig::Mmlu(_) => "mmlu",
+        }
+    }
+
+    /// Semantic checks: (field, expected).
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        match self {
+            WorkloadConfig::Mmlu(c) => c.validate(),
+        }
+    }
+}
+
+/// The public view of one task.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Task {
+    /// Position in the stream.
+    pub index: u32,
+    /// Reference-style task id.
+    pub id: String,
+    /// Task class.
+    pub class: &'static str,
+    /// Question stem.
+    pub question: String,
+    /// Option texts (A, B, …).
+    pub options: Vec<String>,
+    /// Cue keywords of the question and options (what the attacker writes into cues).
+    pub cues: Vec<String>,
+    /// Retrieval query text: stem plus options.
+    pub query: String,
+    /// Whether the attack is active on this task (poisoning task).
+    pub poisoning: bool,
+    /// Whether the task counts toward metrics.
+    pub metric: bool,
+}
+
+/// Evaluator and physics truth of one task.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskTruth {
+    /// Correct option.
+    pub gold: u8,
+    /// Difficulty in [0,1] (how often a model fails on its own).
+    pub difficulty: f64,
+    /// Plausibility of each option as a mistake (0 for the gold option).
+    pub plausibility: Vec<f64>,
+}
+
+/// Letter of option `i`.
+pub fn letter(i: u8) -> char {
+    (b'A' + i) as char
+}

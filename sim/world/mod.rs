@@ -1,0 +1,941 @@
+//! One simulated run of one arm: wires the engine, topology, memory, guard, attack, agents,
+//! workload, oracle and metrics, and defines the event enum and its handlers.
+//!
+//! Lockstep timing reproduces the paper's synchronous rounds: a task arrives, its poison is
+//! committed, and each round is (handoffs → every agent retrieves and answers → the message
+//! guard reviews) at distinct ticks. Async timing runs the same handlers on the same queue with
+//! sampled latencies: an agent starts its next round as soon as its own answer is back, and a
+//! handoff lands only when its message and summary calls are done, so a read sees only what was
+//! committed before it.
+
+mod render;
+
+use crate::agent::{Answer, AnswerContext, Backbone, DiscreteChoice, Evidence, Reported, Retention, Role};
+use crate::attack::{AttackConfig, PoisonWrite, TargetStrategy};
+use crate::embed::{Embedder, cosine};
+use crate::engine::{EventQueue, StreamKind, Streams, Time, TraceEntry, TraceHash};
+use crate::guard::maple::{
+    FeedbackPolicy, MapleConfig, MapleGuard, ProvenanceMode, Reader, StrictChannel, apply_outcome,
+    apply_strict_view, derive_provenance,
+};
+use crate::guard::{CommitVerdict, Guard, MessageAction, MessageView, NoDefense};
+use crate::memory::{ItemId, MemoryBank, MemoryItem, MemoryTopology, Scope, Status, Taint, Writer};
+use crate::metrics::{AgentRound, ArmSummary, FinishContext, Recorder, label_handoff};
+use crate::oracle::{Oracle, PoisonOrigin, PoisonRecord};
+use crate::scenario::{Arm, Attackers, GuardSpec, Placement, PromotionPolicy, RetrievalMode, Scenario, Timing};
+use crate::text::{Lexicon, QueryFeatures, Sym, TextFeatures, analyze, analyze_query, tokens_of};
+use crate::topology::CommGraph;
+use crate::workload::{McqWorkload, Task, WorkloadConfig};
+use crate::agent::Profile;
+
+/// Events of one run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A task arrives; the attack commits its payloads.
+    TaskArrive {
+        /// Task index.
+        task: u32,
+    },
+    /// Lockstep: a round starts (handoffs for rounds > 0).
+    RoundStart {
+        /// Task index.
+        task: u32,
+        /// Round (0-based).
+        round: u32,
+    },
+    /// An agent retrieves and calls the LLM.
+    AgentCall {
+        /// Task index.
+        task: u32,
+        /// Round.
+        round: u32,
+        /// Agent.
+        agent: u32,
+    },
+    /// Async: an agent's answer comes back.
+    AgentAnswer {
+        /// Task index.
+        task: u32,
+        /// Round.
+        round: u32,
+        /// Agent.
+        agent: u32,
+    },
+    /// Async: a handoff from `src` lands in `dst`'s store.
+    HandoffDeliver {
+        /// Task index.
+        task: u32,
+        /// Round the handoff precedes.
+        round: u32,
+        /// Sender.
+        src: u32,
+        /// Receiver.
+        dst: u32,
+        /// The sender's reported memories.
+        report: Vec<ItemId>,
+    },
+    /// Lockstep: every agent has answered the round.
+    RoundEnd {
+        /// Task index.
+        task: u32,
+        /// Round.
+        round: u32,
+    },
+    /// Final vote, outcome updates, outcome memories and promotion.
+    TaskFinish {
+        /// Task index.
+        task: u32,
+    },
+}
+
+impl Event {
+    fn hash_into(&self, h: &mut TraceHash) {
+        let (kind, a, b, c, d) = match self {
+            Event::TaskArrive { task } => (1, *task, 0, 0, 0),
+            Event::RoundStart { task, round } => (2, *task, *round, 0, 0),
+            Event::AgentCall { task, round, agent } => (3, *task, *round, *agent, 0),
+            Event::AgentAnswer { task, round, agent } => (4, *task, *round, *agent, 0),
+            Event::HandoffDeliver { task, round, src, dst, .. } => (5, *task, *round, *src, *dst),
+            Event::RoundEnd { task, round } => (6, *task, *round, 0, 0),
+            Event::TaskFinish { task } => (7, *task, 0, 0, 0),
+        };
+        for x in [kind, a, b, c, d] {
+            h.u64(u64::from(x));
+        }
+    }
+}
+
+/// The result of one arm.
+#[derive(Debug)]
+pub struct ArmRun {
+    /// Metrics.
+    pub summary: ArmSummary,
+    /// The per-event trace log, when recording was asked for.
+    pub trace: Option<Vec<TraceEntry>>,
+}
+
+/// Builds the guard of an arm.
+pub fn build_guard(spec: &GuardSpec) -> Box<dyn Guard> {
+    match spec {
+        GuardSpec::NoDefense => Box::new(NoDefense),
+        GuardSpec::Maple(cfg) => Box::new(MapleGuard::new(cfg.clone())),
+    }
+}
+
+struct TaskState {
+    task: u32,
+    target: Option<u8>,
+    target_tokens: Vec<Sym>,
+    priors: Vec<Vec<f64>>,
+    /// [round][agent] selected (item, sim)
+    selected: Vec<Vec<Vec<(ItemId, f64)>>>,
+    answers: Vec<Vec<Option<Answer>>>,
+    removed: Vec<Vec<bool>>,
+    tokens: Vec<Vec<u32>>,
+    call_time: Vec<Vec<u64>>,
+    answered: Vec<u32>,
+    finished_rounds: u32,
+    query: QueryFeatures,
+    query_emb: Vec<f32>,
+    option_tokens: Vec<Vec<Sym>>,
+}
+
+/// One run of one arm.
+pub struct World<'a> {
+    scn: &'a Scenario,
+    streams: Streams,
+    graph: CommGraph,
+    is_attacker: Vec<bool>,
+    attacker_ids: Vec<u32>,
+    guard: Box<dyn Guard>,
+    meta: MapleConfig,
+    backbone: Box<dyn Backbone>,
+    workload: McqWorkload,
+    lex: Lexicon,
+    embedder: Embedder,
+    bank: MemoryBank,
+    intent_emb: Vec<f32>,
+    oracle: Oracle,
+    recorder: Recorder,
+    queue: EventQueue<Event>,
+    trace: TraceHash,
+    reputation: f64,
+    cur: Option<TaskState>,
+    arm_name: String,
+}
+
+/// Attacker ids of a scenario on a graph.
+pub fn place_attackers(scn: &Scenario, graph: &CommGraph, streams: &Streams) -> Vec<u32> {
+    let n = scn.agents;
+    let mut ids = match &scn.attackers {
+        Attackers::Ids(ids) => ids.clone(),
+        Attackers::Count(c) => {
+            let c = *c as usize;
+            match scn.placement {
+                Placement::Random => {
+                    let mut r = streams.rng(StreamKind::Placement, &[u64::from(n)]);
+                    r.sample_indices(n as usize, c).into_iter().map(|i| i as u32).collect()
+                }
+                Placement::HighestDegree | Placement::LowestDegree => {
+                    let mut v: Vec<u32> = (0..n).collect();
+                    let high = scn.placement == Placement::HighestDegree;
+                    v.sort_by(|a, b| {
+                        let (da, db) = (graph.degree(*a), graph.degree(*b));
+                        (if high { db.cmp(&da) } else { da.cmp(&db) }).then(a.cmp(b))
+                    });
+                    v.truncate(c);
+                    v
+                }
+            }
+        }
+    };
+    ids.sort_unstable();
+    ids
+}
+
+impl<'a> World<'a> {
+    /// Sets up a run of `arm` of `scn` with `profile` and master seed `seed`.
+    pub fn new(scn: &'a Scenario, profile: &Profile, arm: &Arm, seed: u64, record: bool) -> Self {
+        let streams = Streams::new(seed);
+        let graph = CommGraph::build(&scn.topology, scn.agents, &streams);
+        let attacker_ids = place_attackers(scn, &graph, &streams);
+        let mut is_attacker = vec![false; scn.agents as usize];
+        attacker_ids.iter().for_each(|a| is_attacker[*a as usize] = true);
+        let guard = build_guard(&arm.guard);
+        let meta = guard.metadata_config().cloned().unwrap_or_default();
+        let class = scn.workload.class();
+        let params = profile.workload(class).cloned().unwrap_or_default();
+        let backbone: Box<dyn Backbone> = Box::new(DiscreteChoice::new(&profile.name, params));
+        let WorkloadConfig::Mmlu(wcfg) = &scn.workload;
+        let workload = McqWorkload::generate(wcfg, &streams);
+        let mut lex = Lexicon::new();
+        let mut embedder = Embedder::new(scn.embedding_dim, streams.seed_of(StreamKind::Embedding, &[]));
+        for w in workload.vocabulary() {
+            let s = lex.intern(w);
+            embedder.mark_content(s);
+        }
+        let benign = u64::from(scn.agents) - attacker_ids.len() as u64;
+        World {
+            scn,
+            streams,
+            graph,
+            is_attacker,
+            attacker_ids,
+            guard,
+            meta,
+            backbone,
+            workload,
+            lex,
+            embedder,
+            bank: MemoryBank::new(scn.agents as usize, scn.embedding_dim),
+            intent_emb: Vec::new(),
+            oracle: Oracle::new(),
+            recorder: Recorder::new(scn.protocol.rounds, benign),
+            queue: EventQueue::new(),
+            trace: TraceHash::new(record),
+            reputation: 0.5,
+            cur: None,
+            arm_name: arm.name.clone(),
+        }
+    }
+
+    /// Runs to the end and returns the summary.
+    pub fn run(mut self) -> ArmRun {
+        if !self.workload.tasks().is_empty() {
+            self.queue.schedule(Time::ZERO, Event::TaskArrive { task: 0 });
+        }
+        while let Some(ev) = self.queue.pop() {
+            let (time, seq) = (ev.time.0, ev.seq);
+            ev.event.hash_into(&mut self.trace);
+            let label = self.trace.log().is_some().then(|| format!("{:?}", ev.event));
+            self.handle(ev.event);
+            self.trace.end_event(time, seq, || label.unwrap_or_default());
+        }
+        let ctx = FinishContext {
+            arm: self.arm_name.clone(),
+            guard: self.guard.name().to_string(),
+            seed: self.streams.master(),
+            agents: self.scn.agents,
+            attackers: self.attacker_ids.clone(),
+            reputation: self.reputation,
+            trace_hash: self.trace.value(),
+            events: self.trace.events(),
+            end_time: self.queue.now().0,
+        };
+        let trace = self.trace.take_log();
+        let summary = self.recorder.finish(&self.oracle, &self.bank, ctx);
+        ArmRun { summary, trace }
+    }
+
+    fn now(&self) -> u64 {
+        self.queue.now().0
+    }
+
+    fn lockstep(&self) -> bool {
+        matches!(self.scn.timing, Timing::Lockstep)
+    }
+
+    fn handle(&mut self, ev: Event) {
+        let rounds = self.scn.protocol.rounds;
+        let n = self.scn.agents;
+        match ev {
+            Event::TaskArrive { task } => {
+                self.arrive(task);
+                if self.lockstep() {
+                    self.queue.schedule_in(1, Event::RoundStart { task, round: 0 });
+                } else {
+                    for agent in 0..n {
+                        self.queue.schedule_in(0, Event::AgentCall { task, round: 0, agent });
+                    }
+                }
+            }
+            Event::RoundStart { task, round } => {
+                if round > 0 && self.scn.protocol.handoffs {
+                    for src in 0..n {
+                        let report = self.report_of(src, round - 1);
+                        if report.is_empty() {
+                            continue;
+                        }
+                        for &dst in self.graph.out(src).to_vec().iter() {
+                            self.handoff(task, round, src, dst, &report);
+                        }
+                    }
+                }
+                for agent in 0..n {
+                    self.queue.schedule_in(1, Event::AgentCall { task, round, agent });
+                }
+            }
+            Event::AgentCall { task, round, agent } => {
+                self.call(agent, round);
+                if self.lockstep() {
+                    if self.mark_answered(round) {
+                        self.queue.schedule_in(1, Event::RoundEnd { task, round });
+                    }
+                } else {
+                    let mut rng = self.streams.rng(StreamKind::Latency, &[u64::from(task), u64::from(round), u64::from(agent), 0]);
+                    let Timing::Async { llm, .. } = &self.scn.timing else { unreachable!() };
+                    let d = llm.sample(&mut rng);
+                    self.queue.schedule_in(d, Event::AgentAnswer { task, round, agent });
+                }
+            }
+            Event::AgentAnswer { task, round, agent } => {
+                if round + 1 < rounds {
+                    if self.scn.protocol.handoffs {
+                        let report = self.report_of(agent, round);
+                        if !report.is_empty() {
+                            let Timing::Async { llm, message } = self.scn.timing.clone() else { unreachable!() };
+                            for &dst in self.graph.out(agent).to_vec().iter() {
+                                let mut rng = self.streams.rng(
+                                    StreamKind::Latency,
+                                    &[u64::from(task), u64::from(round), u64::from(agent), 1 + u64::from(dst)],
+                                );
+                                let d = message.sample(&mut rng) + llm.sample(&mut rng);
+                                let ev = Event::HandoffDeliver { task, round: round + 1, src: agent, dst, report: report.clone() };
+                                self.queue.schedule_in(d, ev);
+                            }
+                        }
+                    }
+                    self.queue.schedule_in(0, Event::AgentCall { task, round: round + 1, agent });
+                }
+                if self.mark_answered(round) {
+                    self.end_round(round);
+                    if round + 1 == rounds {
+                        self.queue.schedule_in(0, Event::TaskFinish { task });
+                    }
+                }
+            }
+            Event::HandoffDeliver { task, round, src, dst, report } => self.handoff(task, round, src, dst, &report),
+            Event::RoundEnd { task, round } => {
+                self.end_round(round);
+                if round + 1 < rounds {
+                    self.queue.schedule_in(1, Event::RoundStart { task, round: round + 1 });
+                } else {
+                    self.queue.schedule_in(1, Event::TaskFinish { task });
+                }
+            }
+            Event::TaskFinish { task } => {
+                self.finish(task);
+                if (task as usize) + 1 < self.workload.tasks().len() {
+                    self.queue.schedule_in(1, Event::TaskArrive { task: task + 1 });
+                }
+            }
+        }
+    }
+
+    fn mark_answered(&mut self, round: u32) -> bool {
+        let n = self.scn.agents;
+        let st = self.cur.as_mut().expect("task in progress");
+        st.answered[round as usize] += 1;
+        st.answered[round as usize] == n
+    }
+
+    fn task(&self, i: u32) -> &Task {
+        &self.workload.tasks()[i as usize]
+    }
+
+    fn features(&mut self, intent: &str, experience: &str) -> TextFeatures {
+        analyze(intent, experience, &mut self.lex)
+    }
+
+    /// A task arrives: per-agent knowledge, evaluator truth, the attack's writes.
+    fn arrive(&mut self, task: u32) {
+        let n = self.scn.agents as usize;
+        let rounds = self.scn.protocol.rounds as usize;
+        let t = self.task(task).clone();
+        let truth = self.workload.truth(task).clone();
+        self.oracle.register_answer(task, truth.gold);
+        self.recorder.begin_task();
+        let priors: Vec<Vec<f64>> = (0..n)
+            .map(|a| {
+                let mut rng = self.streams.rng(StreamKind::Decision, &[u64::from(task), a as u64, u64::MAX]);
+                self.backbone.knowledge(&truth, &mut rng)
+            })
+            .collect();
+        let query = analyze_query(&t.query, &mut self.lex);
+        let query_emb = self.embedder.embed(&query.tokens, Embedder::text_key(&t.query), &self.lex);
+        let option_tokens: Vec<Vec<Sym>> = t.options.iter().map(|o| tokens_of(&o.to_lowercase(), &mut self.lex)).collect();
+        let mut st = TaskState {
+            task,
+            target: None,
+            target_tokens: Vec::new(),
+            priors,
+            selected: vec![vec![Vec::new(); n]; rounds],
+            answers: vec![vec![None; n]; rounds],
+            removed: vec![vec![false; n]; rounds],
+            tokens: vec![vec![0; n]; rounds],
+            call_time: vec![vec![0; n]; rounds],
+            answered: vec![0; rounds],
+            finished_rounds: 0,
+            query,
+            query_emb,
+            option_tokens,
+        };
+        if t.poisoning && !self.attacker_ids.is_empty() {
+            if let AttackConfig::Minja(cfg) = &self.scn.attack {
+                // The attacker plans with its own belief about the answer: the lookahead target is
+                // the most plausible option it believes wrong.
+                let lead = self.attacker_ids[0] as usize;
+                let believed = argmax(&st.priors[lead]);
+                let mut rng = self.streams.rng(StreamKind::Attack, &[u64::from(task)]);
+                let plaus = attacker_plausibility(&st.priors[lead]);
+                let target = crate::attack::choose_target(cfg.target, &plaus, believed, &mut rng);
+                let _ = TargetStrategy::LookaheadWrong;
+                st.target = Some(target);
+                st.target_tokens = st.option_tokens[target as usize].clone();
+                let cfg = cfg.clone();
+                self.cur = Some(st);
+                let mut feats = |i: &str, e: &str| analyze(i, e, &mut self.lex);
+                let writes = cfg.plan(&t, target, &self.attacker_ids, self.scn.agents, &mut feats);
+                for w in writes {
+                    self.commit_poison(w, &cfg, task, target);
+                }
+                return;
+            }
+        }
+        self.cur = Some(st);
+    }
+
+    fn commit_poison(&mut self, w: PoisonWrite, cfg: &crate::attack::MinjaConfig, task: u32, target: u8) {
+        let PoisonWrite { mut item, scope, owner } = w;
+        // Build → stealth → derive → strong clamps; the commit derives once more (spec C9).
+        if self.scn.protocol.provenance == ProvenanceMode::Recomputed {
+            derive_provenance(&mut item, &self.meta);
+        }
+        cfg.clamp(&mut item);
+        let payload = item.features.claim_sentence.is_some();
+        let tokens = self.cur.as_ref().map(|s| s.target_tokens.clone()).unwrap_or_default();
+        let strict = (StrictChannel::External, Taint::External, Vec::new());
+        let record = PoisonRecord {
+            origin: PoisonOrigin::Direct,
+            attack: "minja_query",
+            task,
+            target_tokens: tokens,
+            target,
+            written_at: self.now(),
+            carries_payload: payload,
+        };
+        self.commit(item, scope, owner, strict, Some(record));
+    }
+
+    /// The commit pipeline: metadata (derive or strict ledger) → guard gates → store.
+    fn commit(
+        &mut self,
+        mut item: MemoryItem,
+        requested: Scope,
+        owner: u32,
+        strict: (StrictChannel, Taint, Vec<String>),
+        poison: Option<PoisonRecord>,
+    ) -> (ItemId, CommitVerdict) {
+        match self.scn.protocol.provenance {
+            ProvenanceMode::Recomputed => derive_provenance(&mut item, &self.meta),
+            ProvenanceMode::StrictLedger => {
+                let readers = match requested {
+                    Scope::Team => (0..self.scn.agents).collect(),
+                    Scope::Private => vec![owner],
+                };
+                let (channel, taint, parents) = strict;
+                let q = item.utility_q;
+                apply_strict_view(&mut item, channel, taint, readers, parents, requested);
+                // The ledger keeps attack-set Q out, but trusted seeds keep theirs.
+                if channel == StrictChannel::UserHistory {
+                    item.utility_q = q;
+                }
+            }
+        }
+        item.scope = requested;
+        let verdict = self.guard.commit(&mut item, requested);
+        if verdict.rewritten {
+            item.features = analyze(&item.intent, &item.experience, &mut self.lex);
+        }
+        item.backend_q = item.utility_q;
+        item.backend_snapshot = (item.trust, item.hazard, item.taint);
+        item.committed_at = self.queue.now();
+        let emb = self.embedder.embed(&item.features.tokens, Embedder::text_key(&item.experience), &self.lex);
+        let intent_tokens = tokens_of(&item.intent.to_lowercase(), &mut self.lex);
+        let iemb = self.embedder.embed(&intent_tokens, Embedder::text_key(&item.intent), &self.lex);
+        let status = item.status;
+        let id = self.bank.insert(item, &emb, owner);
+        self.intent_emb.extend_from_slice(&iemb);
+        if let Some(p) = poison {
+            self.oracle.register_poison(id, p);
+        }
+        self.trace.u64(u64::from(id));
+        self.trace.u64(status as u64);
+        self.recorder.commit(&self.oracle, id, &verdict, status);
+        (id, verdict)
+    }
+
+    fn report_of(&self, agent: u32, round: u32) -> Vec<ItemId> {
+        let st = self.cur.as_ref().expect("task");
+        st.selected[round as usize][agent as usize]
+            .iter()
+            .map(|(id, _)| *id)
+            .filter(|id| self.bank.get(*id).is_active())
+            .take(self.scn.protocol.handoff_report_max)
+            .collect()
+    }
+
+    /// A pre-round handoff from `src` to `dst` (spec §5.2).
+    fn handoff(&mut self, task: u32, round: u32, src: u32, dst: u32, report: &[ItemId]) {
+        let mut rng = self.streams.rng(StreamKind::Summary, &[u64::from(task), u64::from(round), u64::from(src), u64::from(dst)]);
+        let retention = {
+            let reported: Vec<Reported<'_>> = report.iter().map(|id| Reported { features: &self.bank.get(*id).features }).collect();
+            self.backbone.summarize(&reported, &mut rng)
+        };
+        let t = self.task(task).clone();
+        let (intent, experience) = render::handoff_text(&t, round, src, dst, report, &retention, &self.bank);
+        let features = self.features(&intent, &experience);
+        let name = format!("round_dialogue_{}_r{}_a{src}_to_a{dst}_{:010x}", t.id, round, Embedder::text_key(&experience) & 0xff_ffff_ffff);
+        let mut item = MemoryItem::new(name, intent, experience, features);
+        item.utility_q = 0.35;
+        item.trust = 0.55;
+        item.hazard = 0.15;
+        item.taint = Taint::Unverified;
+        item.source_type = "pre_round_memory_handoff".into();
+        item.memory_type = "memory_handoff_summary".into();
+        item.origin_task = task;
+        item.origin_round = round;
+        item.writer = Writer::Agent(dst);
+        item.allowed_agents = vec![dst];
+        item.allowed_task_classes = vec![t.class.to_string()];
+        item.parents = vec![t.id.clone(), format!("pre_round_{}", round + 1), format!("agent_{src}"), format!("agent_{dst}"), "memory_handoff".into()];
+        item.source_agent_trust = self.reputation;
+        // Strict ledger: taint propagates from the reported memories, lineage is their ids.
+        let taint = report.iter().map(|id| self.bank.get(*id).taint).max().unwrap_or(Taint::Clean);
+        let parents: Vec<String> = report.iter().map(|id| self.bank.get(*id).name.clone()).collect();
+        let reported: Vec<(ItemId, bool)> = report.iter().zip(&retention).map(|(id, r)| (*id, *r == Retention::Verbatim)).collect();
+        let target = self.cur.as_ref().and_then(|s| s.target.map(|t| (t, s.target_tokens.clone())));
+        let label = label_handoff(
+            &self.oracle,
+            self.is_attacker[src as usize],
+            &reported,
+            task,
+            target.as_ref().map(|(t, tok)| (*t, tok.as_slice())),
+            self.now(),
+        );
+        self.commit(item, Scope::Private, dst, (StrictChannel::PeerMessage, taint, parents), label);
+    }
+
+    /// An agent retrieves and answers.
+    fn call(&mut self, agent: u32, round: u32) {
+        let st = self.cur.as_ref().expect("task");
+        let task = st.task;
+        let selection = if round > 0 && self.scn.protocol.retrieval == RetrievalMode::Once {
+            st.selected[0][agent as usize].clone()
+        } else {
+            self.retrieve(agent, round)
+        };
+        let t = self.task(task);
+        let poisoning = t.poisoning;
+        let st = self.cur.as_ref().expect("task");
+        let role = if self.is_attacker[agent as usize] {
+            Role::Attacker { target: if poisoning { st.target } else { None } }
+        } else {
+            Role::Benign
+        };
+        let peer_feats: Vec<TextFeatures> = if self.scn.protocol.peer_messages && round > 0 {
+            let inc = self.graph.incoming(agent).to_vec();
+            let outs: Vec<(u32, u8)> = inc
+                .iter()
+                .filter(|j| !st.removed[round as usize - 1][**j as usize])
+                .filter_map(|j| st.answers[round as usize - 1][*j as usize].map(|a| (*j, a.choice)))
+                .collect();
+            let texts: Vec<String> = outs.iter().map(|(j, c)| render::output_text(t, *c, self.is_attacker[*j as usize] && poisoning)).collect();
+            texts.iter().map(|x| analyze("", x, &mut self.lex)).collect()
+        } else {
+            Vec::new()
+        };
+        let st = self.cur.as_ref().expect("task");
+        let evidence: Vec<Evidence<'_>> =
+            selection.iter().map(|(id, sim)| Evidence { features: &self.bank.get(*id).features, sim: *sim }).collect();
+        let peers: Vec<&TextFeatures> = peer_feats.iter().collect();
+        let ctx = AnswerContext {
+            role,
+            option_tokens: &st.option_tokens,
+            prior: &st.priors[agent as usize],
+            memories: &evidence,
+            peers: &peers,
+        };
+        let mut rng = self.streams.rng(StreamKind::Decision, &[u64::from(task), u64::from(agent), u64::from(round)]);
+        let answer = self.backbone.answer(&ctx, &mut rng);
+        let tokens = render::prompt_tokens(self.task(task), &selection, &self.bank, peers.len());
+        self.trace.u64(u64::from(answer.choice));
+        let now = self.now();
+        let st = self.cur.as_mut().expect("task");
+        st.answers[round as usize][agent as usize] = Some(answer);
+        st.selected[round as usize][agent as usize] = selection;
+        st.tokens[round as usize][agent as usize] = tokens;
+        st.call_time[round as usize][agent as usize] = now;
+    }
+
+    /// Two-stage retrieval (spec §3.3): per-store candidates and the backend's hybrid selection,
+    /// the broker for shared items, the guard's scoring and firewall, then top-k.
+    fn retrieve(&mut self, agent: u32, round: u32) -> Vec<(ItemId, f64)> {
+        let proto = &self.scn.protocol;
+        let (k, bk) = (proto.top_k, proto.backend_k());
+        let st = self.cur.as_ref().expect("task");
+        let task = st.task;
+        let class = self.task(task).class;
+        let reader = Reader { agent, task_class: class };
+        let topo = self.scn.memory_topology;
+        let dim = self.bank.dim();
+        let mut pools: Vec<Vec<(ItemId, f64, bool)>> = Vec::new();
+        let mut selected: Vec<(ItemId, bool)> = Vec::new();
+        for (store_idx, shared) in [(0u64, false), (1u64, true)] {
+            if shared && topo == MemoryTopology::PrivateOnly {
+                continue;
+            }
+            let store = if shared { self.bank.shared_store() } else { self.bank.private_store(agent) };
+            let mut cands: Vec<(f64, ItemId)> = store
+                .iter()
+                .filter(|id| !shared || topo.shared_visible(self.bank.get(**id), agent, self.scn.agents))
+                .map(|id| {
+                    let s = *id as usize * dim;
+                    (cosine(&st.query_emb, &self.intent_emb[s..s + dim]), *id)
+                })
+                .filter(|(s, _)| *s >= 0.0)
+                .collect();
+            let by_sim = |a: &(f64, ItemId), b: &(f64, ItemId)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
+            if cands.len() > bk {
+                cands.select_nth_unstable_by(bk - 1, by_sim);
+                cands.truncate(bk);
+            }
+            cands.sort_by(by_sim);
+            // Hybrid score 0.5·z_sim + 0.5·z_q over this call's candidates.
+            let qs: Vec<f64> = cands.iter().map(|(_, id)| self.bank.get(*id).backend_q).collect();
+            let m = qs.iter().sum::<f64>() / qs.len().max(1) as f64;
+            let var = qs.iter().map(|q| (q - m) * (q - m)).sum::<f64>() / qs.len().max(1) as f64;
+            let sd = if qs.len() <= 1 || var <= 0.0 { 1.0 } else { var.sqrt() };
+            let mut hybrid: Vec<(f64, usize)> = cands
+                .iter()
+                .enumerate()
+                .map(|(i, (s, _))| (0.5 * (s - 0.18568) / 0.09408 + 0.5 * ((qs[i] - m) / sd).clamp(-3.0, 3.0), i))
+                .collect();
+            hybrid.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            let mut rng = self.streams.rng(StreamKind::Exploration, &[u64::from(task), u64::from(agent), u64::from(round), store_idx]);
+            let explore = rng.bernoulli(proto.epsilon);
+            let picks: Vec<usize> = if explore {
+                rng.sample_indices(cands.len(), k)
+            } else {
+                hybrid.iter().take(k).map(|h| h.1).collect()
+            };
+            selected.extend(picks.iter().map(|i| (cands[*i].1, shared)));
+            pools.push(cands.iter().map(|(s, id)| (*id, *s, shared)).collect());
+        }
+        let mut pool: Vec<(ItemId, bool)> = if self.guard.full_pool() {
+            let mut all: Vec<(f64, ItemId, bool)> = pools
+                .iter()
+                .flatten()
+                .map(|(id, s, sh)| (self.guard.prescore(self.bank.get(*id), *s, reader), *id, *sh))
+                .collect();
+            all.sort_by(|a, b| b.0.total_cmp(&a.0));
+            all.truncate(bk);
+            all.into_iter().map(|(_, id, sh)| (id, sh)).collect()
+        } else {
+            selected
+        };
+        // The cross-agent broker on shared items.
+        let mut blocked: Vec<(ItemId, &'static str, &'static str)> = Vec::new();
+        pool.retain(|(id, shared)| {
+            if !*shared {
+                return true;
+            }
+            let d = self.guard.broker(self.bank.get(*id), reader, topo);
+            if d.action == crate::guard::maple::Action::Block {
+                blocked.push((*id, "broker", d.reason));
+                false
+            } else {
+                true
+            }
+        });
+        // Cluster share over every candidate handed to scoring (spec C11).
+        let keys: Vec<Option<u8>> = pool.iter().map(|(id, _)| self.bank.get(*id).features.answer_key).collect();
+        let keyed = keys.iter().filter(|k| k.is_some()).count();
+        let mut scored: Vec<(f64, ItemId, f64)> = Vec::with_capacity(pool.len());
+        for (i, (id, _)) in pool.iter().enumerate() {
+            let share = match keys[i] {
+                Some(key) => keys.iter().filter(|k| **k == Some(key)).count() as f64 / keyed.max(1) as f64,
+                None => 0.0,
+            };
+            let s = i as usize * 0;
+            let _ = s;
+            let it = self.bank.get(*id);
+            let sim = cosine(&st.query_emb, self.bank.embedding(*id));
+            let v = self.guard.score(it, &st.query, sim, share, reader);
+            let floor_block = self.guard.min_score().is_some_and(|m| v.score < m);
+            match v.blocked.or(floor_block.then_some("low_score")) {
+                Some(reason) => blocked.push((*id, "read", reason)),
+                None => scored.push((v.score, *id, sim)),
+            }
+        }
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+        scored.truncate(k);
+        for (id, _) in &pool {
+            self.bank.get_mut(*id).retrieved_count += 1;
+        }
+        for (id, stage, reason) in blocked {
+            if stage == "read" {
+                self.bank.get_mut(id).blocked_count += 1;
+            }
+            self.recorder.read_block(&self.oracle, id, stage, reason);
+            self.trace.u64(u64::from(id));
+        }
+        for (_, id, _) in &scored {
+            self.bank.get_mut(*id).selected_count += 1;
+            self.trace.u64(u64::from(*id));
+        }
+        scored.into_iter().map(|(_, id, sim)| (id, sim)).collect()
+    }
+
+    /// Every agent has answered `round`: the message guard reviews, then metrics observe it.
+    fn end_round(&mut self, round: u32) {
+        let st = self.cur.as_ref().expect("task");
+        let task = st.task;
+        let t = self.task(task).clone();
+        let n = self.scn.agents;
+        let mut views: Vec<MessageView> = (0..n)
+            .filter_map(|a| {
+                st.answers[round as usize][a as usize]
+                    .map(|ans| MessageView { agent: a, text: render::output_text(&t, ans.choice, ans.steered) })
+            })
+            .collect();
+        let mut rng = self.streams.rng(StreamKind::Guard, &[u64::from(task), u64::from(round)]);
+        let actions = self.guard.review_messages(&mut views, &mut rng);
+        let st = self.cur.as_mut().expect("task");
+        for a in actions {
+            match a {
+                MessageAction::Remove(x) | MessageAction::Replace(x) => st.removed[round as usize][x as usize] = true,
+                MessageAction::Rewrite(_) | MessageAction::AppendGuidance(_) => {}
+            }
+        }
+        st.finished_rounds = round + 1;
+        let obs: Vec<AgentRound> = (0..n)
+            .map(|a| AgentRound {
+                agent: a,
+                benign: !self.is_attacker[a as usize],
+                selected: st.selected[round as usize][a as usize].iter().map(|(id, _)| *id).collect(),
+                answer: if st.removed[round as usize][a as usize] { None } else { st.answers[round as usize][a as usize].map(|x| x.choice) },
+                prompt_tokens: st.tokens[round as usize][a as usize],
+                time: st.call_time[round as usize][a as usize],
+            })
+            .collect();
+        let opts = st.option_tokens.clone();
+        self.recorder.round(&self.oracle, task, round, &obs, &opts, t.metric);
+    }
+
+    /// Final vote, outcome updates, outcome memories, promotion (spec §4, §5.3).
+    fn finish(&mut self, task: u32) {
+        let proto = self.scn.protocol.clone();
+        let last = proto.rounds as usize - 1;
+        let n = self.scn.agents;
+        let t = self.task(task).clone();
+        let truth = self.workload.truth(task).clone();
+        let st = self.cur.take().expect("task");
+        let mut votes = vec![0u32; t.options.len()];
+        for a in 0..n {
+            if proto.exclude_attackers_from_vote && self.is_attacker[a as usize] {
+                continue;
+            }
+            if st.removed[last][a as usize] {
+                continue;
+            }
+            if let Some(ans) = st.answers[last][a as usize] {
+                votes[ans.choice as usize] += 1;
+            }
+        }
+        let final_answer = if votes.iter().all(|v| *v == 0) {
+            None
+        } else {
+            // Ties go to the alphabetically smallest letter.
+            let best = *votes.iter().max().expect("options");
+            votes.iter().position(|v| *v == best).map(|i| i as u8)
+        };
+        let success = final_answer == Some(truth.gold);
+        self.trace.u64(u64::from(final_answer.unwrap_or(255)));
+        // Outcome updates: once per (agent, selected memory) of the last round (spec C4).
+        if proto.feedback != FeedbackPolicy::None {
+            for a in 0..n as usize {
+                for (id, _) in &st.selected[last][a] {
+                    let item = self.bank.get_mut(*id);
+                    if item.status == Status::Active {
+                        apply_outcome(item, success, proto.feedback, proto.provenance, &proto.outcome, &self.meta);
+                    }
+                }
+            }
+            let step = if success { proto.outcome.reputation_up } else { -proto.outcome.reputation_down };
+            self.reputation = (self.reputation + step).clamp(0.0, 1.0);
+        }
+        if proto.outcome_memories {
+            for a in 0..n {
+                if self.is_attacker[a as usize] {
+                    continue;
+                }
+                let Some(ans) = st.answers[last][a as usize] else { continue };
+                let (intent, experience) = render::outcome_text(&t, a, ans.choice, truth.gold, proto.feedback);
+                let features = self.features(&intent, &experience);
+                let name = format!("benign_stream_{task}_{}_agent_{a}", t.id);
+                let mut item = MemoryItem::new(name, intent, experience, features);
+                let correct = ans.choice == truth.gold;
+                if proto.feedback == FeedbackPolicy::None {
+                    item.source_type = "agent_self_unverified_consolidation".into();
+                    item.memory_type = "agent_unverified_experience".into();
+                    item.utility_q = 0.0;
+                    item.trust = 0.5;
+                    item.hazard = 0.15;
+                    item.taint = Taint::Unverified;
+                } else {
+                    item.source_type = "agent_self_outcome_consolidation".into();
+                    item.memory_type = "agent_outcome_experience".into();
+                    item.utility_q = if correct { 0.65 } else { -0.25 };
+                    item.trust = if correct { 0.78 } else { 0.42 };
+                    item.hazard = if correct { 0.05 } else { 0.18 };
+                    item.taint = if correct { Taint::Clean } else { Taint::Unverified };
+                }
+                item.origin_task = task;
+                item.origin_round = last as u32;
+                item.writer = Writer::Agent(a);
+                item.allowed_agents = vec![a];
+                item.allowed_task_classes = vec![t.class.to_string()];
+                item.parents = vec![t.id.clone()];
+                item.source_agent_trust = 0.5;
+                let deps: Vec<String> = st.selected[last][a as usize].iter().map(|(id, _)| self.bank.get(*id).name.clone()).collect();
+                let taint = st.selected[last][a as usize].iter().map(|(id, _)| self.bank.get(*id).taint).max().unwrap_or(Taint::Clean);
+                self.commit(item, Scope::Private, a, (StrictChannel::AgentOutput, taint, deps), None);
+            }
+        }
+        self.promote(&t, &st, final_answer, success);
+        self.recorder.end_task(&self.oracle, task, final_answer, t.poisoning, t.metric);
+    }
+
+    fn promote(&mut self, t: &Task, st: &TaskState, final_answer: Option<u8>, success: bool) {
+        let proto = &self.scn.protocol;
+        let promo = proto.promotion.clone();
+        if self.scn.memory_topology == MemoryTopology::PrivateOnly || promo.rate <= 0.0 {
+            return;
+        }
+        if promo.policy != PromotionPolicy::AcceptedRetrievedPrivate && proto.feedback != FeedbackPolicy::None && !success {
+            return;
+        }
+        let last = proto.rounds as usize - 1;
+        let mut rng = self.streams.rng(StreamKind::Promotion, &[u64::from(t.index)]);
+        if !rng.bernoulli(promo.rate) {
+            return;
+        }
+        let strict = proto.provenance == ProvenanceMode::StrictLedger;
+        let eligible: Vec<u32> = (0..self.scn.agents)
+            .filter(|a| strict || !self.is_attacker[*a as usize])
+            .filter(|_| self.reputation >= promo.min_agent_trust)
+            .filter(|a| {
+                let sel = &st.selected[last][*a as usize];
+                let own_private = sel.iter().any(|(id, _)| self.bank.location(*id) == crate::memory::StoreKind::Private(*a));
+                match promo.policy {
+                    PromotionPolicy::SuccessOnly => true,
+                    PromotionPolicy::RetrievedAny => !sel.is_empty(),
+                    PromotionPolicy::RetrievedPrivate => own_private,
+                    PromotionPolicy::AcceptedRetrievedPrivate => {
+                        own_private && st.answers[last][*a as usize].map(|x| x.choice) == final_answer
+                    }
+                }
+            })
+            .collect();
+        if eligible.is_empty() {
+            return;
+        }
+        let chosen: Vec<u32> = if promo.all_agents { eligible } else { vec![eligible[rng.index(eligible.len())]] };
+        for a in chosen {
+            let Some(ans) = st.answers[last][a as usize] else { continue };
+            let sel: Vec<String> = st.selected[last][a as usize].iter().take(8).map(|(id, _)| self.bank.get(*id).name.clone()).collect();
+            let (intent, experience) = render::promotion_text(t, a, ans.choice, final_answer, &sel);
+            let features = self.features(&intent, &experience);
+            let name = format!("benign_stream_team_{}_agent_{a}", t.id);
+            let mut item = MemoryItem::new(name, intent, experience, features);
+            let rep = self.reputation;
+            item.utility_q = if Some(ans.choice) == final_answer { 0.70 } else { 0.55 };
+            item.trust = rep.max(0.55);
+            item.hazard = 0.08;
+            item.taint = if rep >= 0.5 { Taint::Clean } else { Taint::Unverified };
+            item.source_type = format!("benign_shared_promotion_{}", policy_name(promo.policy));
+            item.memory_type = "team_promoted_agent_experience".into();
+            item.origin_task = t.index;
+            item.writer = Writer::Agent(a);
+            item.allowed_agents = (0..self.scn.agents).collect();
+            item.allowed_task_classes = vec![t.class.to_string()];
+            item.parents = vec![t.id.clone(), format!("agent_{a}"), "benign_shared_promotion".into()];
+            item.parents.extend(sel.iter().cloned());
+            item.source_agent_trust = rep;
+            let taint = st.selected[last][a as usize].iter().map(|(id, _)| self.bank.get(*id).taint).max().unwrap_or(Taint::Clean);
+            self.commit(item, Scope::Team, a, (StrictChannel::AgentOutput, taint, sel), None);
+        }
+    }
+}
+
+fn policy_name(p: PromotionPolicy) -> &'static str {
+    match p {
+        PromotionPolicy::SuccessOnly => "success_only",
+        PromotionPolicy::RetrievedAny => "retrieved_any",
+        PromotionPolicy::RetrievedPrivate => "retrieved_private",
+        PromotionPolicy::AcceptedRetrievedPrivate => "accepted_retrieved_private",
+    }
+}
+
+fn argmax(xs: &[f64]) -> u8 {
+    let mut best = 0;
+    for (i, x) in xs.iter().enumerate() {
+        if *x > xs[best] {
+            best = i;
+        }
+    }
+    best as u8
+}
+
+/// How plausible each option looks to the attacker as a mistake: its own belief, with the
+/// option it believes correct zeroed.
+fn attacker_plausibility(prior: &[f64]) -> Vec<f64> {
+    let b = argmax(prior) as usize;
+    prior.iter().enumerate().map(|(i, x)| if i == b { f64::NEG_INFINITY } else { *x }).collect()
+}
+
+/// Runs one arm of a scenario with `seed`.
+pub fn run_arm(scn: &Scenario, profile: &Profile, arm: &Arm, seed: u64, record: bool) -> ArmRun {
+    World::new(scn, profile, arm, seed, record).run()
+}
