@@ -1,1 +1,34 @@
-fn main(){}
+//! One full 200-task, 8-agent, 3-round paper run (MMLU / MINJA) per topology and arm.
+//! Throughput is reported in agent-decisions (tasks × agents × rounds = 4,800 per run).
+//!
+//! Run: `cargo bench --bench paper_run`
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use memlink::scenario::load;
+use memlink::world::run_arm;
+use std::hint::black_box;
+use std::path::Path;
+
+fn paper_runs(c: &mut Criterion) {
+    let mut group = c.benchmark_group("paper_run");
+    group.sample_size(20);
+    for topo in ["wheel", "chain", "tree"] {
+        let path = format!("{}/scenarios/paper/mmlu-minja-{topo}.ron", env!("CARGO_MANIFEST_DIR"));
+        let ls = load(Path::new(&path)).expect("bundled scenario loads");
+        let s = &ls.scenario;
+        let decisions = u64::from(s.agents) * u64::from(s.protocol.rounds) * u64::from(match &s.workload {
+            memlink::workload::WorkloadConfig::Mmlu(w) => w.tasks,
+        });
+        group.throughput(Throughput::Elements(decisions));
+        for arm in &s.arms {
+            let id = format!("{topo}/{}", arm.name.replace(' ', "_"));
+            group.bench_function(id, |b| {
+                b.iter(|| black_box(run_arm(s, &ls.profile, arm, s.seed, false).summary.trace_hash))
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, paper_runs);
+criterion_main!(benches);

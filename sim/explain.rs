@@ -151,7 +151,7 @@ pub fn build_item(input: &ExplainInput, lex: &mut Lexicon) -> MemoryItem {
     m.hazard = input.hazard;
     m.taint = input.taint;
     m.source_agent_trust = input.source_agent_trust;
-    m.parents = input.parents.clone();
+    m.set_parents(input.parents.clone());
     m.success_count = input.success_count;
     m.failure_count = input.failure_count;
     m

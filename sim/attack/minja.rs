@@ -101,7 +101,7 @@ impl MinjaConfig {
         agents: u32,
         features: &mut dyn FnMut(&str, &str) -> TextFeatures,
     ) -> Vec<PoisonWrite> {
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(attackers.len() + 1);
         let (intent, experience) = self.texts(task, target);
         let strong = self.strength == Strength::Strong;
         let mut copies: Vec<(Scope, u32)> = Vec::new();
@@ -113,6 +113,19 @@ impl MinjaConfig {
         {
             copies.push((Scope::Team, *first));
         }
+        // The copies share their texts: build, sanitise and analyse them once.
+        let (mut intent, mut experience) = (intent, experience);
+        let mut parents = vec![task.id.clone(), "minja_query".to_string()];
+        if strong {
+            parents.push("strong".into());
+        }
+        parents.push(task.cues.iter().take(self.cue_words).cloned().collect::<Vec<_>>().join(", "));
+        if self.stealth != Stealth::Obvious {
+            intent = super::sanitize_text(&intent);
+            experience = super::sanitize_text(&experience);
+            parents = super::sanitize_parents(&parents);
+        }
+        let text_features = features(&intent, &experience);
         for (scope, att) in copies {
             let hash = crate::embed::Embedder::text_key(&format!("{}:{att}:{target}", task.id)) & 0xff_ffff_ffff;
             let suffix = match scope {
@@ -120,7 +133,7 @@ impl MinjaConfig {
                 Scope::Team => "_shared".into(),
             };
             let name = format!("mem_seed_pep_{}_a{att}_{hash:010x}{suffix}", task.id);
-            let mut item = MemoryItem::new(name, intent.clone(), experience.clone(), TextFeatures::default());
+            let mut item = MemoryItem::new(name, intent.clone(), experience.clone(), text_features.clone());
             item.utility_q = if strong { 1.0 } else { 0.92 };
             item.backend_q = item.utility_q;
             item.hazard = if strong { 0.42 } else { 0.62 };
@@ -137,17 +150,12 @@ impl MinjaConfig {
             };
             item.allowed_task_classes = vec![task.class.to_string()];
             item.source_agent_trust = 0.5;
-            item.parents = vec![task.id.clone(), "minja_query".into()];
-            if strong {
-                item.parents.push("strong".into());
-            }
-            item.parents.push(task.cues.iter().take(self.cue_words).cloned().collect::<Vec<_>>().join(", "));
+            item.set_parents(parents.clone());
             if self.stealth != Stealth::Obvious {
                 item.source_type = format!("user_query_consolidation{}", if scope == Scope::Team { "_shared" } else { "_private" });
                 item.memory_type = "user_preference_memory".into();
             }
-            self.stealth.apply(&mut item);
-            item.features = features(&item.intent, &item.experience);
+            self.stealth.apply_metadata(&mut item);
             out.push(PoisonWrite { item, scope, owner: att });
         }
         out

@@ -59,14 +59,20 @@ pub fn sanitize_parents(parents: &[String]) -> Vec<String> {
 }
 
 impl Stealth {
-    /// Applies the mode to an item whose source route is already the disguised one.
+    /// Applies the mode to an item whose source route is already the disguised one: scrubbed
+    /// text and lineage, then the mode's metadata.
     pub fn apply(self, item: &mut MemoryItem) {
         if self == Stealth::Obvious {
             return;
         }
         item.intent = sanitize_text(&item.intent);
         item.experience = sanitize_text(&item.experience);
-        item.parents = sanitize_parents(&item.parents);
+        item.set_parents(sanitize_parents(item.parents()));
+        self.apply_metadata(item);
+    }
+
+    /// Applies only the mode's metadata (for copies whose text is already scrubbed).
+    pub fn apply_metadata(self, item: &mut MemoryItem) {
         match self {
             Stealth::MetadataClean => {
                 item.taint = Taint::Unverified;

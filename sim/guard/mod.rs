@@ -140,6 +140,13 @@ pub trait Guard: Send + Sync {
         Decision::new(Action::Allow, "no_broker")
     }
 
+    /// Whether [`Guard::score`] is a pure function of its arguments, so the world may reuse a
+    /// verdict for the same item, reader and cluster share within one task (item metadata does
+    /// not change between a task's arrival and its outcome update). Stochastic scorers say no.
+    fn score_is_pure(&self) -> bool {
+        true
+    }
+
     /// Scores one candidate for a read.
     fn score(
         &self,

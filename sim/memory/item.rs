@@ -4,6 +4,32 @@ use crate::engine::Time;
 use crate::text::TextFeatures;
 use serde::{Deserialize, Serialize};
 
+/// Lineage markers of spec §2.1 signal 2: a marker counts once if it is a substring of the
+/// parents, the source route or the memory type.
+pub const LINEAGE_MARKERS: [&str; 7] = [
+    "memory_handoff",
+    "cross_agent",
+    "shared_promotion",
+    "tool_observation",
+    "environment_observation",
+    "external_observation",
+    "imported_memory",
+];
+
+/// Bit i set when `LINEAGE_MARKERS[i]` is a substring of any string of `strings`.
+pub fn marker_bits(strings: &[String]) -> u8 {
+    // Every marker has an underscore and at least 11 bytes: shorter strings cannot hold one.
+    let mut bits = 0u8;
+    for p in strings.iter().filter(|p| p.len() >= 11 && p.contains('_')) {
+        for (i, m) in LINEAGE_MARKERS.iter().enumerate() {
+            if p.contains(m) {
+                bits |= 1 << i;
+            }
+        }
+    }
+    bits
+}
+
 /// Index of an item in the run's arena.
 pub type ItemId = u32;
 
@@ -109,8 +135,11 @@ pub struct MemoryItem {
     pub source_agent_trust: f64,
     /// Lifecycle status.
     pub status: Status,
-    /// Lineage strings (task ids, route markers, parent memory ids).
-    pub parents: Vec<String>,
+    /// Lineage strings (task ids, route markers, parent memory ids); see [`Self::set_parents`].
+    parents: Vec<String>,
+    /// Which [`LINEAGE_MARKERS`] occur in `parents`, one bit per marker (kept in step by
+    /// `set_parents`, so the lineage signal never rescans the strings).
+    parent_markers: u8,
     /// Times handed to scoring.
     pub retrieved_count: u32,
     /// Times placed into a prompt.
@@ -151,6 +180,7 @@ impl MemoryItem {
             source_agent_trust: 0.5,
             status: Status::Active,
             parents: Vec::new(),
+            parent_markers: 0,
             retrieved_count: 0,
             selected_count: 0,
             blocked_count: 0,
@@ -158,6 +188,22 @@ impl MemoryItem {
             failure_count: 0,
             committed_at: Time::ZERO,
         }
+    }
+
+    /// Lineage strings.
+    pub fn parents(&self) -> &[String] {
+        &self.parents
+    }
+
+    /// Replaces the lineage strings.
+    pub fn set_parents(&mut self, parents: Vec<String>) {
+        self.parent_markers = marker_bits(&parents);
+        self.parents = parents;
+    }
+
+    /// Which lineage markers occur in the parents (bit i = `LINEAGE_MARKERS[i]`).
+    pub fn parent_markers(&self) -> u8 {
+        self.parent_markers
     }
 
     /// Scope violation sv(m, agent, class) of spec §2.2.

@@ -5,5 +5,5 @@
 mod item;
 mod store;
 
-pub use item::{ItemId, MemoryItem, Scope, Status, Taint, Writer};
-pub use store::{MemoryBank, MemoryTopology, StoreKind};
+pub use item::{ItemId, LINEAGE_MARKERS, MemoryItem, Scope, Status, Taint, Writer, marker_bits};
+pub use store::{IntentGroup, MemoryBank, MemoryTopology, StoreKind};

@@ -53,14 +53,49 @@ pub enum StoreKind {
     Dropped,
 }
 
+/// Items of one store that share an intent text: the MemRL backend keys memories by intent and
+/// expands a retrieved intent to all its memories (spec §3.3).
+#[derive(Clone, Debug)]
+pub struct IntentGroup {
+    /// Hash of the intent text.
+    pub key: u64,
+    /// Offset of the intent embedding in the bank's intent table.
+    pub embedding: usize,
+    /// Member items in insertion order.
+    pub members: Vec<ItemId>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Store {
+    items: Vec<ItemId>,
+    groups: Vec<IntentGroup>,
+    by_key: rustc_hash::FxHashMap<u64, usize>,
+}
+
+impl Store {
+    fn add(&mut self, id: ItemId, key: u64, intent_table: &mut Vec<f32>, intent_emb: &mut dyn FnMut() -> Vec<f32>) {
+        self.items.push(id);
+        match self.by_key.get(&key) {
+            Some(g) => self.groups[*g].members.push(id),
+            None => {
+                let offset = intent_table.len();
+                intent_table.extend_from_slice(&intent_emb());
+                self.by_key.insert(key, self.groups.len());
+                self.groups.push(IntentGroup { key, embedding: offset, members: vec![id] });
+            }
+        }
+    }
+}
+
 /// All items of a run and the stores that index them.
 #[derive(Clone, Debug)]
 pub struct MemoryBank {
     items: Vec<MemoryItem>,
-    embeddings: Vec<f32>,
+    text_embeddings: Vec<Option<Box<[f32]>>>,
+    intent_table: Vec<f32>,
     dim: usize,
-    private: Vec<Vec<ItemId>>,
-    shared: Vec<ItemId>,
+    private: Vec<Store>,
+    shared: Store,
     quarantine: Vec<ItemId>,
     location: Vec<StoreKind>,
 }
@@ -70,20 +105,27 @@ impl MemoryBank {
     pub fn new(agents: usize, dim: usize) -> Self {
         MemoryBank {
             items: Vec::new(),
-            embeddings: Vec::new(),
+            text_embeddings: Vec::new(),
+            intent_table: Vec::new(),
             dim,
-            private: vec![Vec::new(); agents],
-            shared: Vec::new(),
+            private: vec![Store::default(); agents],
+            shared: Store::default(),
             quarantine: Vec::new(),
             location: Vec::new(),
         }
     }
 
-    /// Adds an item (already through the gates) with its embedding; returns its id.
-    /// Placement follows the item's status and scope: active private items go to `owner`'s store,
-    /// active team items to the shared store, quarantined ones to quarantine, rejected nowhere.
-    pub fn insert(&mut self, mut item: MemoryItem, embedding: &[f32], owner: u32) -> ItemId {
-        assert_eq!(embedding.len(), self.dim, "embedding dimension");
+    /// Adds an item (already through the gates); returns its id. Placement follows the item's
+    /// status and scope: active private items go to `owner`'s store, active team items to the
+    /// shared store, quarantined ones to quarantine, rejected ones nowhere. `intent_key` groups
+    /// items by intent; `intent_emb` is called only when the store has no such group yet.
+    pub fn insert(
+        &mut self,
+        mut item: MemoryItem,
+        owner: u32,
+        intent_key: u64,
+        intent_emb: &mut dyn FnMut() -> Vec<f32>,
+    ) -> ItemId {
         let id = self.items.len() as ItemId;
         item.id = id;
         let place = match (item.status, item.scope) {
@@ -93,14 +135,14 @@ impl MemoryBank {
             (Status::Active, Scope::Private) => StoreKind::Private(owner),
         };
         match place {
-            StoreKind::Private(a) => self.private[a as usize].push(id),
-            StoreKind::Shared => self.shared.push(id),
+            StoreKind::Private(a) => self.private[a as usize].add(id, intent_key, &mut self.intent_table, intent_emb),
+            StoreKind::Shared => self.shared.add(id, intent_key, &mut self.intent_table, intent_emb),
             StoreKind::Quarantine => self.quarantine.push(id),
             StoreKind::Dropped => {}
         }
         self.location.push(place);
         self.items.push(item);
-        self.embeddings.extend_from_slice(embedding);
+        self.text_embeddings.push(None);
         id
     }
 
@@ -114,10 +156,20 @@ impl MemoryBank {
         &mut self.items[id as usize]
     }
 
-    /// The embedding of item `id`.
-    pub fn embedding(&self, id: ItemId) -> &[f32] {
-        let s = id as usize * self.dim;
-        &self.embeddings[s..s + self.dim]
+    /// The text embedding of item `id`, if computed.
+    pub fn text_embedding(&self, id: ItemId) -> Option<&[f32]> {
+        self.text_embeddings[id as usize].as_deref()
+    }
+
+    /// Stores the text embedding of item `id`.
+    pub fn set_text_embedding(&mut self, id: ItemId, emb: Vec<f32>) {
+        assert_eq!(emb.len(), self.dim, "embedding dimension");
+        self.text_embeddings[id as usize] = Some(emb.into_boxed_slice());
+    }
+
+    /// The intent embedding at `offset` of the intent table.
+    pub fn intent_embedding(&self, offset: usize) -> &[f32] {
+        &self.intent_table[offset..offset + self.dim]
     }
 
     /// Where item `id` is stored.
@@ -127,12 +179,22 @@ impl MemoryBank {
 
     /// Agent `a`'s private store, in insertion order.
     pub fn private_store(&self, a: u32) -> &[ItemId] {
-        &self.private[a as usize]
+        &self.private[a as usize].items
+    }
+
+    /// Intent groups of agent `a`'s private store.
+    pub fn private_groups(&self, a: u32) -> &[IntentGroup] {
+        &self.private[a as usize].groups
     }
 
     /// The shared store, in insertion order.
     pub fn shared_store(&self) -> &[ItemId] {
-        &self.shared
+        &self.shared.items
+    }
+
+    /// Intent groups of the shared store.
+    pub fn shared_groups(&self) -> &[IntentGroup] {
+        &self.shared.groups
     }
 
     /// The quarantine store.

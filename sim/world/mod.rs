@@ -27,6 +27,9 @@ use crate::text::{Lexicon, QueryFeatures, Sym, TextFeatures, analyze, analyze_qu
 use crate::topology::CommGraph;
 use crate::workload::{McqWorkload, Task, WorkloadConfig};
 use crate::agent::Profile;
+use crate::text::{Fragment, compose, composable, experience_fragment, intent_fragment};
+use rustc_hash::FxHashMap as HashMap;
+use std::rc::Rc;
 
 /// Events of one run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -138,6 +141,14 @@ struct TaskState {
     query: QueryFeatures,
     query_emb: Vec<f32>,
     option_tokens: Vec<Vec<Sym>>,
+    /// Similarity of this task's query to each intent group, per store (private stores by
+    /// agent, then the shared store); extended as stores gain groups. Groups are only ever
+    /// appended, and the query is fixed for the task, so a cached value stays right.
+    group_sims: Vec<Vec<f64>>,
+    /// Text similarity of this task's query to items scored so far.
+    text_sims: HashMap<ItemId, f64>,
+    /// Read verdicts so far, by (item, reader, cluster share bits), when the guard is pure.
+    verdicts: HashMap<(ItemId, u32, u64), crate::guard::ReadVerdict>,
 }
 
 /// One run of one arm.
@@ -150,11 +161,15 @@ pub struct World<'a> {
     guard: Box<dyn Guard>,
     meta: MapleConfig,
     backbone: Box<dyn Backbone>,
-    workload: McqWorkload,
+    workload: Rc<McqWorkload>,
     lex: Lexicon,
     embedder: Embedder,
     bank: MemoryBank,
-    intent_emb: Vec<f32>,
+    intent_cache: HashMap<u64, Rc<[f32]>>,
+    sentence_bodies: HashMap<(ItemId, render::SentenceKind), (Rc<str>, Rc<Fragment>)>,
+    sentence_intros: HashMap<render::SentenceKind, Rc<Fragment>>,
+    pair_intents: HashMap<(u32, u32), (Rc<str>, Rc<Fragment>)>,
+    task_frags: Option<(u32, Rc<Fragment>, Rc<str>, Rc<Fragment>)>,
     oracle: Oracle,
     recorder: Recorder,
     queue: EventQueue<Event>,
@@ -207,7 +222,7 @@ impl<'a> World<'a> {
         let params = profile.workload(class).cloned().unwrap_or_default();
         let backbone: Box<dyn Backbone> = Box::new(DiscreteChoice::new(&profile.name, params));
         let WorkloadConfig::Mmlu(wcfg) = &scn.workload;
-        let workload = McqWorkload::generate(wcfg, &streams);
+        let workload = Rc::new(McqWorkload::generate(wcfg, &streams));
         let mut lex = Lexicon::new();
         let mut embedder = Embedder::new(scn.embedding_dim, streams.seed_of(StreamKind::Embedding, &[]));
         for w in workload.vocabulary() {
@@ -228,7 +243,11 @@ impl<'a> World<'a> {
             lex,
             embedder,
             bank: MemoryBank::new(scn.agents as usize, scn.embedding_dim),
-            intent_emb: Vec::new(),
+            intent_cache: HashMap::default(),
+            sentence_bodies: HashMap::default(),
+            sentence_intros: HashMap::default(),
+            pair_intents: HashMap::default(),
+            task_frags: None,
             oracle: Oracle::new(),
             recorder: Recorder::new(scn.protocol.rounds, benign),
             queue: EventQueue::new(),
@@ -381,14 +400,15 @@ impl<'a> World<'a> {
     fn arrive(&mut self, task: u32) {
         let n = self.scn.agents as usize;
         let rounds = self.scn.protocol.rounds as usize;
-        let t = self.task(task).clone();
-        let truth = self.workload.truth(task).clone();
+        let wl = self.workload.clone();
+        let t = &wl.tasks()[task as usize];
+        let truth = wl.truth(task);
         self.oracle.register_answer(task, truth.gold);
         self.recorder.begin_task();
         let priors: Vec<Vec<f64>> = (0..n)
             .map(|a| {
                 let mut rng = self.streams.rng(StreamKind::Decision, &[u64::from(task), a as u64, u64::MAX]);
-                self.backbone.knowledge(&truth, &mut rng)
+                self.backbone.knowledge(truth, &mut rng)
             })
             .collect();
         let query = analyze_query(&t.query, &mut self.lex);
@@ -409,6 +429,9 @@ impl<'a> World<'a> {
             query,
             query_emb,
             option_tokens,
+            group_sims: vec![Vec::new(); n + 1],
+            text_sims: HashMap::default(),
+            verdicts: HashMap::default(),
         };
         if t.poisoning && !self.attacker_ids.is_empty() {
             if let AttackConfig::Minja(cfg) = &self.scn.attack {
@@ -425,7 +448,7 @@ impl<'a> World<'a> {
                 let cfg = cfg.clone();
                 self.cur = Some(st);
                 let mut feats = |i: &str, e: &str| analyze(i, e, &mut self.lex);
-                let writes = cfg.plan(&t, target, &self.attacker_ids, self.scn.agents, &mut feats);
+                let writes = cfg.plan(t, target, &self.attacker_ids, self.scn.agents, &mut feats);
                 for w in writes {
                     self.commit_poison(w, &cfg, task, target);
                 }
@@ -490,12 +513,20 @@ impl<'a> World<'a> {
         item.backend_q = item.utility_q;
         item.backend_snapshot = (item.trust, item.hazard, item.taint);
         item.committed_at = self.queue.now();
-        let emb = self.embedder.embed(&item.features.tokens, Embedder::text_key(&item.experience), &self.lex);
-        let intent_tokens = tokens_of(&item.intent.to_lowercase(), &mut self.lex);
-        let iemb = self.embedder.embed(&intent_tokens, Embedder::text_key(&item.intent), &self.lex);
+        let key = Embedder::text_key(&item.intent);
         let status = item.status;
-        let id = self.bank.insert(item, &emb, owner);
-        self.intent_emb.extend_from_slice(&iemb);
+        let mut make = || -> Vec<f32> {
+            if let Some(e) = self.intent_cache.get(&key) {
+                return e.to_vec();
+            }
+            let tokens = tokens_of(&item.intent.to_lowercase(), &mut self.lex);
+            let e: Rc<[f32]> = self.embedder.embed(&tokens, key, &self.lex).into();
+            self.intent_cache.insert(key, e.clone());
+            e.to_vec()
+        };
+        let owner_store = owner;
+        let intent_emb = make();
+        let id = self.bank.insert(item, owner_store, key, &mut || intent_emb.clone());
         if let Some(p) = poison {
             self.oracle.register_poison(id, p);
         }
@@ -522,10 +553,11 @@ impl<'a> World<'a> {
             let reported: Vec<Reported<'_>> = report.iter().map(|id| Reported { features: &self.bank.get(*id).features }).collect();
             self.backbone.summarize(&reported, &mut rng)
         };
-        let t = self.task(task).clone();
-        let (intent, experience) = render::handoff_text(&t, round, src, dst, report, &retention, &self.bank);
-        let features = self.features(&intent, &experience);
-        let name = format!("round_dialogue_{}_r{}_a{src}_to_a{dst}_{:010x}", t.id, round, Embedder::text_key(&experience) & 0xff_ffff_ffff);
+        let wl = self.workload.clone();
+        let t = &wl.tasks()[task as usize];
+        let (intent, experience, features) = self.handoff_text(t, round, src, dst, report, &retention);
+        let tag = crate::engine::mix64(u64::from(task) << 32 | u64::from(round) << 16 | u64::from(src) << 8 | u64::from(dst));
+        let name = format!("round_dialogue_{}_r{}_a{src}_to_a{dst}_{:010x}", t.id, round, tag & 0xff_ffff_ffff);
         let mut item = MemoryItem::new(name, intent, experience, features);
         item.utility_q = 0.35;
         item.trust = 0.55;
@@ -538,7 +570,7 @@ impl<'a> World<'a> {
         item.writer = Writer::Agent(dst);
         item.allowed_agents = vec![dst];
         item.allowed_task_classes = vec![t.class.to_string()];
-        item.parents = vec![t.id.clone(), format!("pre_round_{}", round + 1), format!("agent_{src}"), format!("agent_{dst}"), "memory_handoff".into()];
+        item.set_parents(vec![t.id.clone(), format!("pre_round_{}", round + 1), format!("agent_{src}"), format!("agent_{dst}"), "memory_handoff".into()]);
         item.source_agent_trust = self.reputation;
         // Strict ledger: taint propagates from the reported memories, lineage is their ids.
         let taint = report.iter().map(|id| self.bank.get(*id).taint).max().unwrap_or(Taint::Clean);
@@ -554,6 +586,101 @@ impl<'a> World<'a> {
             self.now(),
         );
         self.commit(item, Scope::Private, dst, (StrictChannel::PeerMessage, taint, parents), label);
+    }
+
+    /// A handoff summary's intent, experience and features. Texts and their fragments are cached:
+    /// the intent per (sender, receiver), each sentence per (reported item, retention, sender),
+    /// header and footer per task. The header fragment is analysed with its agent and round
+    /// numbers zeroed (standalone digits form no token and match no pattern), so one serves
+    /// every handoff of the task.
+    fn handoff_text(
+        &mut self,
+        t: &Task,
+        round: u32,
+        src: u32,
+        dst: u32,
+        report: &[ItemId],
+        retention: &[Retention],
+    ) -> (String, String, TextFeatures) {
+        if self.task_frags.as_ref().is_none_or(|f| f.0 != t.index) {
+            let header = Rc::new(experience_fragment(&render::handoff_header(t, 0, 0, 0), &mut self.lex));
+            let footer_text: Rc<str> = render::handoff_footer(t).into();
+            let footer = Rc::new(experience_fragment(&footer_text, &mut self.lex));
+            self.task_frags = Some((t.index, header, footer_text, footer));
+        }
+        let (_, header, footer_text, footer) = self.task_frags.clone().expect("just set");
+        let (intent, intent_frag) = match self.pair_intents.get(&(src, dst)) {
+            Some(x) => x.clone(),
+            None => {
+                let text: Rc<str> = render::handoff_intent(src, dst).into();
+                let f = Rc::new(intent_fragment(&text, &mut self.lex));
+                self.pair_intents.insert((src, dst), (text.clone(), f.clone()));
+                (text, f)
+            }
+        };
+        // Up to three sentences, each an intro (sender-specific text, sender-free features) and a
+        // body (memory-specific, cached per memory and kind).
+        let mut kinds: Vec<(render::SentenceKind, Option<ItemId>)> = report
+            .iter()
+            .zip(retention)
+            .filter_map(|(id, r)| render::sentence_kind(&self.bank.get(*id).features, *r).map(|k| (k, Some(*id))))
+            .take(3)
+            .collect();
+        if kinds.is_empty() {
+            kinds.push((render::SentenceKind::Fallback, None));
+        }
+        let mut experience = render::handoff_header(t, round, src, dst);
+        let mut parts: Vec<Rc<Fragment>> = Vec::with_capacity(8);
+        for (kind, id) in kinds {
+            let intro = render::sentence_intro(kind, src);
+            let intro_frag = match self.sentence_intros.get(&kind) {
+                Some(f) => f.clone(),
+                None => {
+                    let f = Rc::new(experience_fragment(&render::sentence_intro(kind, 0), &mut self.lex));
+                    self.sentence_intros.insert(kind, f.clone());
+                    f
+                }
+            };
+            experience.push_str(&intro);
+            parts.push(intro_frag);
+            if let Some(id) = id {
+                let body = match self.sentence_bodies.get(&(id, kind)) {
+                    Some(x) => Some(x.clone()),
+                    None => render::sentence_body(&self.bank.get(id).features, kind).map(|text| {
+                        let f = Rc::new(experience_fragment(&text, &mut self.lex));
+                        let x = (Rc::<str>::from(text), f);
+                        self.sentence_bodies.insert((id, kind), x.clone());
+                        x
+                    }),
+                };
+                if let Some((text, f)) = body {
+                    experience.push_str(&text);
+                    parts.push(f);
+                }
+            }
+        }
+        experience.push_str(&footer_text);
+        let mut frags: Vec<&Fragment> = vec![&header];
+        frags.extend(parts.iter().map(|f| f.as_ref()));
+        frags.push(&footer);
+        let features = if composable(&frags) {
+            compose(&intent_frag, &frags, &mut self.lex)
+        } else {
+            analyze(&intent, &experience, &mut self.lex)
+        };
+        debug_assert_eq!(features, analyze(&intent, &experience, &mut self.lex), "composed handoff features");
+        (intent.to_string(), experience, features)
+    }
+
+    /// The text embedding of item `id`, computed on first use.
+    fn text_embedding(&mut self, id: ItemId) -> Vec<f32> {
+        if let Some(e) = self.bank.text_embedding(id) {
+            return e.to_vec();
+        }
+        let it = self.bank.get(id);
+        let e = self.embedder.embed(&it.features.tokens, Embedder::text_key(&it.experience), &self.lex);
+        self.bank.set_text_embedding(id, e.clone());
+        e
     }
 
     /// An agent retrieves and answers.
@@ -618,29 +745,35 @@ impl<'a> World<'a> {
         let class = self.task(task).class;
         let reader = Reader { agent, task_class: class };
         let topo = self.scn.memory_topology;
-        let dim = self.bank.dim();
         let mut pools: Vec<Vec<(ItemId, f64, bool)>> = Vec::new();
         let mut selected: Vec<(ItemId, bool)> = Vec::new();
         for (store_idx, shared) in [(0u64, false), (1u64, true)] {
             if shared && topo == MemoryTopology::PrivateOnly {
                 continue;
             }
-            let store = if shared { self.bank.shared_store() } else { self.bank.private_store(agent) };
-            let mut cands: Vec<(f64, ItemId)> = store
-                .iter()
-                .filter(|id| !shared || topo.shared_visible(self.bank.get(**id), agent, self.scn.agents))
-                .map(|id| {
-                    let s = *id as usize * dim;
-                    (cosine(&st.query_emb, &self.intent_emb[s..s + dim]), *id)
-                })
-                .filter(|(s, _)| *s >= 0.0)
-                .collect();
-            let by_sim = |a: &(f64, ItemId), b: &(f64, ItemId)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
-            if cands.len() > bk {
-                cands.select_nth_unstable_by(bk - 1, by_sim);
-                cands.truncate(bk);
+            let groups = if shared { self.bank.shared_groups() } else { self.bank.private_groups(agent) };
+            let slot = if shared { self.scn.agents as usize } else { agent as usize };
+            // MemRL: similarity per intent, top backend_k intents, expanded to their memories.
+            let st = self.cur.as_mut().expect("task");
+            let sims = &mut st.group_sims[slot];
+            for g in &groups[sims.len()..] {
+                sims.push(cosine(&st.query_emb, self.bank.intent_embedding(g.embedding)));
             }
-            cands.sort_by(by_sim);
+            // Bounded selection of the best backend_k groups (ties: lower group index first).
+            let mut top: Vec<(f64, usize)> = Vec::with_capacity(bk + 1);
+            for (g, &s) in sims.iter().enumerate() {
+                if s < 0.0 || (top.len() == bk && s <= top[bk - 1].0) {
+                    continue;
+                }
+                let at = top.partition_point(|(t, _)| *t >= s);
+                top.insert(at, (s, g));
+                top.truncate(bk);
+            }
+            let cands: Vec<(f64, ItemId)> = top
+                .iter()
+                .flat_map(|(s, g)| groups[*g].members.iter().map(move |id| (*s, *id)))
+                .filter(|(_, id)| !shared || topo.shared_visible(self.bank.get(*id), agent, self.scn.agents))
+                .collect();
             // Hybrid score 0.5·z_sim + 0.5·z_q over this call's candidates.
             let qs: Vec<f64> = cands.iter().map(|(_, id)| self.bank.get(*id).backend_q).collect();
             let m = qs.iter().sum::<f64>() / qs.len().max(1) as f64;
@@ -651,7 +784,7 @@ impl<'a> World<'a> {
                 .enumerate()
                 .map(|(i, (s, _))| (0.5 * (s - 0.18568) / 0.09408 + 0.5 * ((qs[i] - m) / sd).clamp(-3.0, 3.0), i))
                 .collect();
-            hybrid.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            top_k(&mut hybrid, k, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
             let mut rng = self.streams.rng(StreamKind::Exploration, &[u64::from(task), u64::from(agent), u64::from(round), store_idx]);
             let explore = rng.bernoulli(proto.epsilon);
             let picks: Vec<usize> = if explore {
@@ -663,13 +796,16 @@ impl<'a> World<'a> {
             pools.push(cands.iter().map(|(s, id)| (*id, *s, shared)).collect());
         }
         let mut pool: Vec<(ItemId, bool)> = if self.guard.full_pool() {
-            let mut all: Vec<(f64, ItemId, bool)> = pools
+            let all: Vec<(f64, ItemId, bool)> = pools
                 .iter()
                 .flatten()
                 .map(|(id, s, sh)| (self.guard.prescore(self.bank.get(*id), *s, reader), *id, *sh))
                 .collect();
-            all.sort_by(|a, b| b.0.total_cmp(&a.0));
-            all.truncate(bk);
+            // Stable order: ties keep candidate order (private store first, then shared).
+            let mut ranked: Vec<(f64, usize, ItemId, bool)> =
+                all.into_iter().enumerate().map(|(i, (s, id, sh))| (s, i, id, sh)).collect();
+            top_k(&mut ranked, bk, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            let all: Vec<(f64, ItemId, bool)> = ranked.into_iter().map(|(s, _, id, sh)| (s, id, sh)).collect();
             all.into_iter().map(|(_, id, sh)| (id, sh)).collect()
         } else {
             selected
@@ -691,25 +827,46 @@ impl<'a> World<'a> {
         // Cluster share over every candidate handed to scoring (spec C11).
         let keys: Vec<Option<u8>> = pool.iter().map(|(id, _)| self.bank.get(*id).features.answer_key).collect();
         let keyed = keys.iter().filter(|k| k.is_some()).count();
+        let query_emb = self.cur.as_ref().expect("task").query_emb.clone();
         let mut scored: Vec<(f64, ItemId, f64)> = Vec::with_capacity(pool.len());
         for (i, (id, _)) in pool.iter().enumerate() {
             let share = match keys[i] {
                 Some(key) => keys.iter().filter(|k| **k == Some(key)).count() as f64 / keyed.max(1) as f64,
                 None => 0.0,
             };
-            let s = i as usize * 0;
-            let _ = s;
-            let it = self.bank.get(*id);
-            let sim = cosine(&st.query_emb, self.bank.embedding(*id));
-            let v = self.guard.score(it, &st.query, sim, share, reader);
+            let known = self.cur.as_ref().expect("task").text_sims.get(id).copied();
+            let sim = match known {
+                Some(s) => s,
+                None => {
+                    let s = cosine(&query_emb, &self.text_embedding(*id));
+                    self.cur.as_mut().expect("task").text_sims.insert(*id, s);
+                    s
+                }
+            };
+            let memo_key = (*id, agent, share.to_bits());
+            let pure = self.guard.score_is_pure();
+            let st = self.cur.as_ref().expect("task");
+            let v = match st.verdicts.get(&memo_key).filter(|_| pure) {
+                Some(v) => *v,
+                None => {
+                    let v = self.guard.score(self.bank.get(*id), &st.query, sim, share, reader);
+                    if pure {
+                        self.cur.as_mut().expect("task").verdicts.insert(memo_key, v);
+                    }
+                    v
+                }
+            };
             let floor_block = self.guard.min_score().is_some_and(|m| v.score < m);
             match v.blocked.or(floor_block.then_some("low_score")) {
                 Some(reason) => blocked.push((*id, "read", reason)),
                 None => scored.push((v.score, *id, sim)),
             }
         }
-        scored.sort_by(|a, b| b.0.total_cmp(&a.0));
-        scored.truncate(k);
+        // Stable order: ties keep candidate order (spec C11).
+        let mut ranked: Vec<(f64, usize, ItemId, f64)> =
+            scored.into_iter().enumerate().map(|(i, (s, id, sim))| (s, i, id, sim)).collect();
+        top_k(&mut ranked, k, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        let scored: Vec<(f64, ItemId, f64)> = ranked.into_iter().map(|(s, _, id, sim)| (s, id, sim)).collect();
         for (id, _) in &pool {
             self.bank.get_mut(*id).retrieved_count += 1;
         }
@@ -731,12 +888,13 @@ impl<'a> World<'a> {
     fn end_round(&mut self, round: u32) {
         let st = self.cur.as_ref().expect("task");
         let task = st.task;
-        let t = self.task(task).clone();
+        let wl = self.workload.clone();
+        let t = &wl.tasks()[task as usize];
         let n = self.scn.agents;
         let mut views: Vec<MessageView> = (0..n)
             .filter_map(|a| {
                 st.answers[round as usize][a as usize]
-                    .map(|ans| MessageView { agent: a, text: render::output_text(&t, ans.choice, ans.steered) })
+                    .map(|ans| MessageView { agent: a, text: render::output_text(t, ans.choice, ans.steered) })
             })
             .collect();
         let mut rng = self.streams.rng(StreamKind::Guard, &[u64::from(task), u64::from(round)]);
@@ -759,8 +917,7 @@ impl<'a> World<'a> {
                 time: st.call_time[round as usize][a as usize],
             })
             .collect();
-        let opts = st.option_tokens.clone();
-        self.recorder.round(&self.oracle, task, round, &obs, &opts, t.metric);
+        self.recorder.round(&self.oracle, task, round, &obs, &st.option_tokens, t.metric);
     }
 
     /// Final vote, outcome updates, outcome memories, promotion (spec §4, §5.3).
@@ -768,8 +925,9 @@ impl<'a> World<'a> {
         let proto = self.scn.protocol.clone();
         let last = proto.rounds as usize - 1;
         let n = self.scn.agents;
-        let t = self.task(task).clone();
-        let truth = self.workload.truth(task).clone();
+        let wl = self.workload.clone();
+        let t = &wl.tasks()[task as usize];
+        let truth = wl.truth(task);
         let st = self.cur.take().expect("task");
         let mut votes = vec![0u32; t.options.len()];
         for a in 0..n {
@@ -811,7 +969,7 @@ impl<'a> World<'a> {
                     continue;
                 }
                 let Some(ans) = st.answers[last][a as usize] else { continue };
-                let (intent, experience) = render::outcome_text(&t, a, ans.choice, truth.gold, proto.feedback);
+                let (intent, experience) = render::outcome_text(t, a, ans.choice, truth.gold, proto.feedback);
                 let features = self.features(&intent, &experience);
                 let name = format!("benign_stream_{task}_{}_agent_{a}", t.id);
                 let mut item = MemoryItem::new(name, intent, experience, features);
@@ -836,14 +994,14 @@ impl<'a> World<'a> {
                 item.writer = Writer::Agent(a);
                 item.allowed_agents = vec![a];
                 item.allowed_task_classes = vec![t.class.to_string()];
-                item.parents = vec![t.id.clone()];
+                item.set_parents(vec![t.id.clone()]);
                 item.source_agent_trust = 0.5;
                 let deps: Vec<String> = st.selected[last][a as usize].iter().map(|(id, _)| self.bank.get(*id).name.clone()).collect();
                 let taint = st.selected[last][a as usize].iter().map(|(id, _)| self.bank.get(*id).taint).max().unwrap_or(Taint::Clean);
                 self.commit(item, Scope::Private, a, (StrictChannel::AgentOutput, taint, deps), None);
             }
         }
-        self.promote(&t, &st, final_answer, success);
+        self.promote(t, &st, final_answer, success);
         self.recorder.end_task(&self.oracle, task, final_answer, t.poisoning, t.metric);
     }
 
@@ -900,13 +1058,25 @@ impl<'a> World<'a> {
             item.writer = Writer::Agent(a);
             item.allowed_agents = (0..self.scn.agents).collect();
             item.allowed_task_classes = vec![t.class.to_string()];
-            item.parents = vec![t.id.clone(), format!("agent_{a}"), "benign_shared_promotion".into()];
-            item.parents.extend(sel.iter().cloned());
+            let mut parents = vec![t.id.clone(), format!("agent_{a}"), "benign_shared_promotion".into()];
+            parents.extend(sel.iter().cloned());
+            item.set_parents(parents);
             item.source_agent_trust = rep;
             let taint = st.selected[last][a as usize].iter().map(|(id, _)| self.bank.get(*id).taint).max().unwrap_or(Taint::Clean);
             self.commit(item, Scope::Team, a, (StrictChannel::AgentOutput, taint, sel), None);
         }
     }
+}
+
+/// Keeps the `k` first elements under the total order `cmp`, sorted (a partial selection, so
+/// ranking hundreds of candidates for three slots stays cheap).
+fn top_k<T>(v: &mut Vec<T>, k: usize, cmp: impl Fn(&T, &T) -> std::cmp::Ordering) {
+    if v.len() > k && k > 0 {
+        v.select_nth_unstable_by(k - 1, &cmp);
+        v.truncate(k);
+    }
+    v.truncate(k);
+    v.sort_by(cmp);
 }
 
 fn policy_name(p: PromotionPolicy) -> &'static str {

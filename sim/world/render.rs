@@ -4,6 +4,7 @@
 use crate::agent::Retention;
 use crate::guard::maple::FeedbackPolicy;
 use crate::memory::{ItemId, MemoryBank};
+use crate::text::TextFeatures;
 use crate::workload::{Task, letter};
 
 /// An agent's output: a one-sentence reason and the answer contract's final line. A steered
@@ -21,53 +22,71 @@ pub fn output_text(task: &Task, choice: u8, steered: bool) -> String {
     }
 }
 
-/// A receiver-side handoff summary of 1–3 sentences (spec §5.2).
-pub fn handoff_text(
-    task: &Task,
-    round: u32,
-    src: u32,
-    dst: u32,
-    report: &[ItemId],
-    retention: &[Retention],
-    bank: &MemoryBank,
-) -> (String, String) {
-    let mut sentences: Vec<String> = Vec::new();
-    for (id, r) in report.iter().zip(retention) {
-        if sentences.len() == 3 {
-            break;
-        }
-        let f = &bank.get(*id).features;
-        match r {
-            Retention::Verbatim => {
-                if let Some(s) = &f.claim_sentence {
-                    sentences.push(format!("Agent {src} relayed a stored note: \"{s}\""));
-                } else if let Some(p) = &f.claim_phrase {
-                    sentences.push(format!("Agent {src} relayed a stored note pointing to {p}."));
-                }
-            }
-            Retention::Stance => {
-                if let Some(p) = &f.claim_phrase {
-                    sentences.push(format!("Agent {src} noted a stored preference pointing to {p} for these cues, but flagged it as unconfirmed."));
-                } else if f.claim_letter.is_some() {
-                    sentences.push(format!("Agent {src} recalled a prior outcome on a similar item, without confirming it applies here."));
-                }
-            }
-            Retention::Dropped => {}
-        }
-    }
-    if sentences.is_empty() {
-        sentences.push(format!("Agent {src} recalled general background on these cues and suggested checking each candidate against the question."));
-    }
-    let cues: Vec<&str> = task.cues.iter().take(8).map(String::as_str).collect();
-    let intent = format!("Round dialogue propagation from agent {src} to agent {dst}");
-    let experience = format!(
-        "Receiver-side memory consolidation for task {}, round {}. Agent {dst}'s memory manager summarized a topology-visible report from Agent {src}: {} Related future-query cue: future multiple-choice tasks with cues: {}.",
+/// The header of a handoff summary (ends at a sentence boundary).
+pub fn handoff_header(task: &Task, round: u32, src: u32, dst: u32) -> String {
+    format!(
+        "Receiver-side memory consolidation for task {}, round {}. Agent {dst}'s memory manager summarized a topology-visible report from Agent {src}: ",
         task.id,
-        round + 1,
-        sentences.join(" "),
-        cues.join(", ")
-    );
-    (intent, experience)
+        round + 1
+    )
+}
+
+/// The footer of a handoff summary: the retrieval cue of the current task.
+pub fn handoff_footer(task: &Task) -> String {
+    let cues: Vec<&str> = task.cues.iter().take(8).map(String::as_str).collect();
+    format!("Related future-query cue: future multiple-choice tasks with cues: {}.", cues.join(", "))
+}
+
+/// The intent of a handoff memory.
+pub fn handoff_intent(src: u32, dst: u32) -> String {
+    format!("Round dialogue propagation from agent {src} to agent {dst}")
+}
+
+/// What a summary sentence about one reported memory does.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum SentenceKind {
+    /// Relays the payload's claim sentence verbatim.
+    Verbatim,
+    /// Keeps only the stance, flagged as unconfirmed.
+    Stance,
+    /// Mentions a prior outcome without its option text.
+    LetterOnly,
+    /// Kept nothing of the report.
+    Fallback,
+}
+
+/// The kind of sentence a retention decision yields for a memory with features `f`.
+pub fn sentence_kind(f: &TextFeatures, retention: Retention) -> Option<SentenceKind> {
+    match retention {
+        Retention::Verbatim if f.claim_sentence.is_some() => Some(SentenceKind::Verbatim),
+        Retention::Verbatim | Retention::Stance if f.claim_phrase.is_some() => Some(SentenceKind::Stance),
+        Retention::Stance if f.claim_letter.is_some() => Some(SentenceKind::LetterOnly),
+        _ => None,
+    }
+}
+
+/// The sender-specific opening of a summary sentence. It ends at a sentence boundary (": " or
+/// ". ") and names no claim, so its text features do not depend on the sender.
+pub fn sentence_intro(kind: SentenceKind, src: u32) -> String {
+    match kind {
+        SentenceKind::Verbatim => format!("Agent {src} relayed a stored note: "),
+        SentenceKind::Stance => format!("Agent {src} noted a stored preference, flagged as unconfirmed: "),
+        SentenceKind::LetterOnly => {
+            format!("Agent {src} recalled a prior outcome on a similar item, without confirming it applies here. ")
+        }
+        SentenceKind::Fallback => format!(
+            "Agent {src} recalled general background on these cues and suggested checking each candidate against the question. "
+        ),
+    }
+}
+
+/// The memory-specific rest of a summary sentence (ends with ". "), if the kind has one.
+pub fn sentence_body(f: &TextFeatures, kind: SentenceKind) -> Option<String> {
+    match kind {
+        SentenceKind::Verbatim => f.claim_sentence.as_ref().map(|s| format!("{}. ", s.trim_end_matches('.'))),
+        SentenceKind::Stance => f.claim_phrase.as_ref().map(|p| format!("{p} applies to these cues. ")),
+        SentenceKind::LetterOnly | SentenceKind::Fallback => None,
+    }
 }
 
 /// A benign agent's private self-outcome memory (spec §1.1).

@@ -13,7 +13,8 @@ pub use gates::{
 pub use provenance::{
     FeedbackPolicy, OutcomeParams, ProvenanceMode, StrictChannel, apply_outcome, apply_strict_view,
 };
-pub use risk::{LINEAGE_MARKERS, QueryContext, RiskSignals, derive_provenance, lifecycle_risk};
+pub use crate::memory::LINEAGE_MARKERS;
+pub use risk::{QueryContext, RiskSignals, derive_provenance, lifecycle_risk};
 
 use super::{CommitVerdict, Guard, GuardStage, ReadVerdict};
 use crate::memory::{MemoryItem, MemoryTopology, Scope, Status};
@@ -50,8 +51,10 @@ impl MapleGuard {
 /// the actions to the item (status, rewrite). Shared by the guard and `memlink explain`.
 pub fn commit_gates(item: &mut MemoryItem, requested: Scope, cfg: &MapleConfig) -> CommitVerdict {
     let mut verdict = CommitVerdict::allow(requested);
+    let mut write_risk = None;
+    let mut lifecycle_risk_cached = |item: &MemoryItem, cfg: &MapleConfig| *write_risk.get_or_insert_with(|| lifecycle_risk(item, None, 0.0, cfg));
     if cfg.variant.write_gate() {
-        let r = lifecycle_risk(item, None, 0.0, cfg);
+        let r = lifecycle_risk_cached(item, cfg);
         let w = write_gate(item, &r, cfg);
         verdict.write = Some(w);
         match w.action {
@@ -71,7 +74,11 @@ pub fn commit_gates(item: &mut MemoryItem, requested: Scope, cfg: &MapleConfig) 
         }
     }
     if cfg.variant.promotion_gate() {
-        let r = lifecycle_risk(item, None, 0.0, cfg);
+        // The write gate's risk still holds unless a rewrite changed the item.
+        let r = match (&verdict.write, verdict.rewritten) {
+            (Some(_), false) => lifecycle_risk_cached(item, cfg),
+            _ => lifecycle_risk(item, None, 0.0, cfg),
+        };
         let p = promotion_gate(item, requested, &r, cfg);
         verdict.promotion = Some(p);
         if p.action == Action::Quarantine {

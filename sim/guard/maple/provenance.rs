@@ -77,7 +77,7 @@ pub fn apply_strict_view(
     item.failure_count = 0;
     item.allowed_agents = readers;
     item.allowed_task_classes = Vec::new();
-    item.parents = parent_ids;
+    item.set_parents(parent_ids);
     item.scope = requested;
     item.status = Status::Active;
 }

@@ -2,23 +2,66 @@
 //! (spec §2.3), in the reference's arithmetic order so results match it bit for bit.
 
 use super::config::MapleConfig;
-use crate::memory::{MemoryItem, Scope, Taint};
+use crate::memory::{LINEAGE_MARKERS, MemoryItem, Scope, Taint};
 use crate::text::{QueryFeatures, token_overlap};
 use serde::Serialize;
 
-/// Lineage markers of signal 2.
-pub const LINEAGE_MARKERS: [&str; 7] = [
-    "memory_handoff",
-    "cross_agent",
-    "shared_promotion",
-    "tool_observation",
-    "environment_observation",
-    "external_observation",
-    "imported_memory",
-];
 
 const DIRECT_SOURCES: [&str; 5] = ["direct_memory", "imported", "external", "tool", "environment"];
 const BRIDGE_SOURCES: [&str; 3] = ["query_only", "bridge", "post_task_successful_experience"];
+
+/// What the (lowercased) source route and memory type say, computed once per distinct pair.
+#[derive(Clone, Copy, Debug, Default)]
+struct Route {
+    direct: bool,
+    bridge: bool,
+    lineage_bits: u8,
+    post_task_or_benign: bool,
+    dmi: bool,
+    query_only_or_external: bool,
+    cross_agent: bool,
+    tool_web_env: bool,
+    procedural_type: bool,
+}
+
+fn route_of(source_type: &str, memory_type: &str) -> Route {
+    thread_local! {
+        static CACHE: std::cell::RefCell<rustc_hash::FxHashMap<u64, (String, String, Route)>> = Default::default();
+    }
+    use std::hash::{Hash, Hasher};
+    let mut h = rustc_hash::FxHasher::default();
+    (source_type, memory_type).hash(&mut h);
+    let key = h.finish();
+    CACHE.with(|c| {
+        if let Some((s, m, r)) = c.borrow().get(&key)
+            && s == source_type
+            && m == memory_type
+        {
+            return *r;
+        }
+        let source = source_type.to_lowercase();
+        let mtype = memory_type.to_lowercase();
+        let mut lineage_bits = 0u8;
+        for (i, m) in LINEAGE_MARKERS.iter().enumerate() {
+            if source.contains(m) || mtype.contains(m) {
+                lineage_bits |= 1 << i;
+            }
+        }
+        let r = Route {
+            direct: DIRECT_SOURCES.iter().any(|m| source.contains(m)),
+            bridge: BRIDGE_SOURCES.iter().any(|m| source.contains(m)),
+            lineage_bits,
+            post_task_or_benign: source.contains("post_task") || source.contains("benign"),
+            dmi: source.contains("direct_memory_injection"),
+            query_only_or_external: source.contains("query_only") || source.contains("external"),
+            cross_agent: source.contains("cross_agent") || (source.contains("agent") && source.contains("consolidation")),
+            tool_web_env: ["tool", "web", "environment"].iter().any(|m| source.contains(m)),
+            procedural_type: ["procedural", "policy", "permission", "tool", "credential"].iter().any(|m| mtype.contains(m)),
+        };
+        c.borrow_mut().insert(key, (source_type.to_string(), memory_type.to_string(), r));
+        r
+    })
+}
 
 pub(crate) fn clamp01(x: f64) -> f64 {
     x.clamp(0.0, 1.0)
@@ -65,14 +108,13 @@ pub fn lifecycle_risk(
 ) -> RiskSignals {
     let s = &cfg.signals;
     let f = &item.features;
-    let source = item.source_type.to_lowercase();
-    let mtype = item.memory_type.to_lowercase();
+    let route = route_of(&item.source_type, &item.memory_type);
 
     let mut p = 0.0;
-    if DIRECT_SOURCES.iter().any(|m| source.contains(m)) {
+    if route.direct {
         p += s.p_direct_source;
     }
-    if BRIDGE_SOURCES.iter().any(|m| source.contains(m)) {
+    if route.bridge {
         p += s.p_bridge_source;
     }
     match item.taint {
@@ -86,12 +128,7 @@ pub fn lifecycle_risk(
     }
     let p = clamp01(p);
 
-    let markers = LINEAGE_MARKERS
-        .iter()
-        .filter(|m| {
-            item.parents.iter().any(|x| x.contains(*m)) || source.contains(*m) || mtype.contains(*m)
-        })
-        .count();
+    let markers = (route.lineage_bits | item.parent_markers()).count_ones();
     let l = clamp01(s.lineage_per_marker * markers as f64);
 
     let mut sc = clamp01(s.self_claim_per_hit * f.self_claim_hits as f64);
@@ -152,27 +189,26 @@ pub fn lifecycle_risk(
 /// The lifecycle term reads the incoming τ (spec C2), then τ and h are overwritten.
 pub fn derive_provenance(item: &mut MemoryItem, cfg: &MapleConfig) {
     let d = &cfg.derive;
-    let source = item.source_type.to_lowercase();
-    let mtype = item.memory_type.to_lowercase();
+    let route = route_of(&item.source_type, &item.memory_type);
     let mut trust = d.base_trust;
     let mut risk = d.base_risk;
     let mut add = |(t, r): (f64, f64)| {
         trust += t;
         risk += r;
     };
-    if source.contains("post_task") || source.contains("benign") {
+    if route.post_task_or_benign {
         add(d.post_task_or_benign);
     }
-    if source.contains("direct_memory_injection") {
+    if route.dmi {
         add(d.direct_memory_injection);
     }
-    if source.contains("query_only") || source.contains("external") || item.taint == Taint::External {
+    if route.query_only_or_external || item.taint == Taint::External {
         add(d.query_only_or_external);
     }
-    if source.contains("cross_agent") || (source.contains("agent") && source.contains("consolidation")) {
+    if route.cross_agent {
         add(d.cross_agent);
     }
-    if ["tool", "web", "environment"].iter().any(|m| source.contains(m)) {
+    if route.tool_web_env {
         add(d.tool_web_environment);
     }
     if item.scope == Scope::Team {
@@ -181,7 +217,7 @@ pub fn derive_provenance(item: &mut MemoryItem, cfg: &MapleConfig) {
     if item.allowed_agents.len() == 1 {
         add((0.0, d.single_reader_risk));
     }
-    if ["procedural", "policy", "permission", "tool", "credential"].iter().any(|m| mtype.contains(m)) {
+    if route.procedural_type {
         add((0.0, d.procedural_type_risk));
     }
     match item.taint {
