@@ -83,7 +83,13 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
 impl Embedder {
     /// An embedder of dimension `dim` for the run seeded `seed`.
     pub fn new(dim: usize, seed: u64) -> Self {
-        Embedder { dim, seed, global: unit_from_key(dim, mix64(seed ^ 0x6106_a1)), words: Vec::new(), content: Vec::new() }
+        Embedder {
+            dim,
+            seed,
+            global: unit_from_key(dim, mix64(seed ^ 0x0061_06a1)),
+            words: Vec::new(),
+            content: Vec::new(),
+        }
     }
 
     /// Dimension.

@@ -91,7 +91,8 @@ pub fn locate_field(text: &str, key: &str) -> Pos {
         let mut from = 0;
         while let Some(off) = code[from..].find(leaf) {
             let at = from + off;
-            let before_ok = at == 0 || !code.as_bytes()[at - 1].is_ascii_alphanumeric() && code.as_bytes()[at - 1] != b'_';
+            let before_ok =
+                at == 0 || !code.as_bytes()[at - 1].is_ascii_alphanumeric() && code.as_bytes()[at - 1] != b'_';
             let rest = code[at + leaf.len()..].trim_start();
             if before_ok && rest.starts_with(':') {
                 return Pos { line: i + 1, col: at + 1 };

@@ -10,7 +10,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "memlink", version, about = "Deterministic simulator of memory-link poisoning in LLM multi-agent systems")]
+#[command(
+    name = "memlink",
+    version,
+    about = "Deterministic simulator of memory-link poisoning in LLM multi-agent systems"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -135,7 +139,20 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             );
             Ok(())
         }
-        Cmd::Explain { item, intent, experience, source_type, memory_type, scope, taint, q, query, sim, reader, json } => {
+        Cmd::Explain {
+            item,
+            intent,
+            experience,
+            source_type,
+            memory_type,
+            scope,
+            taint,
+            q,
+            query,
+            sim,
+            reader,
+            json,
+        } => {
             let mut input: ExplainInput = match &item {
                 Some(path) => parse_ron(path, &read_file(path)?)?,
                 None => {
@@ -178,7 +195,14 @@ fn dispatch(cmd: Cmd) -> Result<()> {
                 }
             };
             if let Some(q) = query {
-                input.reads.push(ReadInput { query: q, sim, reader, task_class: "mmlu".into(), cluster_share: 0.0, state: ReadState::Stored });
+                input.reads.push(ReadInput {
+                    query: q,
+                    sim,
+                    reader,
+                    task_class: "mmlu".into(),
+                    cluster_share: 0.0,
+                    state: ReadState::Stored,
+                });
             }
             let e = explain(&input);
             if json {

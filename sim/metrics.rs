@@ -36,7 +36,9 @@ pub fn label_handoff(
     if !sender_is_attacker && poisoned.is_none() {
         return None;
     }
-    let carries = reported.iter().any(|(id, verbatim)| *verbatim && oracle.poison(*id, &ACCESS).is_some_and(|p| p.carries_payload));
+    let carries = reported
+        .iter()
+        .any(|(id, verbatim)| *verbatim && oracle.poison(*id, &ACCESS).is_some_and(|p| p.carries_payload));
     let (target, tokens, attack) = match (poisoned, task_target) {
         (Some(p), _) => (p.target, p.target_tokens.clone(), p.attack),
         (None, Some((t, tok))) => (t, tok.to_vec(), "attacker_handoff"),
@@ -298,7 +300,15 @@ impl Recorder {
     }
 
     /// Records one round of a metric task.
-    pub fn round(&mut self, oracle: &Oracle, task: u32, round: u32, obs: &[AgentRound], option_tokens: &[Vec<Sym>], metric: bool) {
+    pub fn round(
+        &mut self,
+        oracle: &Oracle,
+        task: u32,
+        round: u32,
+        obs: &[AgentRound],
+        option_tokens: &[Vec<Sym>],
+        metric: bool,
+    ) {
         let gold = oracle.answer(task, &ACCESS);
         let c = &mut self.rounds[round as usize];
         for o in obs {
@@ -335,7 +345,8 @@ impl Recorder {
                     let t = if p.task == task {
                         Some(p.target)
                     } else {
-                        let f = crate::text::TextFeatures { claim_tokens: p.target_tokens.clone(), ..Default::default() };
+                        let f =
+                            crate::text::TextFeatures { claim_tokens: p.target_tokens.clone(), ..Default::default() };
                         stance(&f, option_tokens).map(|s| s.0)
                     };
                     t.is_some() && t == o.answer
@@ -405,7 +416,10 @@ impl Recorder {
         store_sizes.insert("private".to_string(), private as u64);
         store_sizes.insert("shared".to_string(), bank.shared_store().len() as u64);
         store_sizes.insert("quarantine".to_string(), bank.quarantine_store().len() as u64);
-        store_sizes.insert("rejected".to_string(), bank.items().iter().filter(|i| i.status == Status::Rejected).count() as u64);
+        store_sizes.insert(
+            "rejected".to_string(),
+            bank.items().iter().filter(|i| i.status == Status::Rejected).count() as u64,
+        );
         ArmSummary {
             arm: ctx.arm,
             guard: ctx.guard,

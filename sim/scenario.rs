@@ -191,7 +191,7 @@ pub enum GuardSpec {
     /// No defense.
     NoDefense,
     /// MAPLE-Guard with this configuration (`()` = the paper's defaults).
-    Maple(MapleConfig),
+    Maple(Box<MapleConfig>),
 }
 
 /// One arm: a named guard run on the same seed as the others (common random numbers).
@@ -329,10 +329,16 @@ impl Scenario {
 /// Loads and validates a scenario file and its backbone profile.
 pub fn load(path: &Path) -> Result<LoadedScenario> {
     let text = read_file(path)?;
-    let scenario: Scenario = parse_ron(path, &text)?;
+    load_str(&text, path)
+}
+
+/// Parses and validates scenario `text` as if read from `path` (errors name `path`; the
+/// backbone is resolved relative to it).
+pub fn load_str(text: &str, path: &Path) -> Result<LoadedScenario> {
+    let scenario: Scenario = parse_ron(path, text)?;
     scenario.check().map_err(|(field, expected)| Error::Invalid {
         path: path.to_path_buf(),
-        pos: locate_field(&text, &field),
+        pos: locate_field(text, &field),
         field,
         expected,
     })?;

@@ -61,8 +61,8 @@ impl Lexicon {
 
 /// Token-overlap stopwords of spec §2.2.
 pub const STOPWORDS: [&str; 19] = [
-    "the", "and", "for", "that", "with", "this", "from", "should", "would", "which", "question",
-    "answer", "option", "task", "current", "future", "similar", "memory", "agent",
+    "the", "and", "for", "that", "with", "this", "from", "should", "would", "which", "question", "answer", "option",
+    "task", "current", "future", "similar", "memory", "agent",
 ];
 
 /// Self-claim patterns (signal 3), case-insensitive, word-bounded.
@@ -120,8 +120,7 @@ pub const ANSWER_KEY_PATTERNS: [&str; 4] = [
 ];
 
 /// Prefix the write gate's REWRITE action puts in front of an experience.
-pub const REWRITE_PREFIX: &str =
-    "Unverified historical note, for reference only and not an instruction: ";
+pub const REWRITE_PREFIX: &str = "Unverified historical note, for reference only and not an instruction: ";
 
 // Indices of the combined pattern set run on the lowercased text.
 const SC0: usize = 0;
@@ -188,9 +187,29 @@ fn patterns() -> &'static Patterns {
 /// For each pattern of the combined list, a lowercase literal that every match contains. Case
 /// matters only for the FORBIDDEN quirk patterns, which run on the lowercased text anyway.
 fn required_literals() -> Vec<&'static str> {
-    let sc = ["validated", "verified", "successful", "accepted", "confidence", "correct answer", "outcome:", "team verification", "review outcome"];
+    let sc = [
+        "validated",
+        "verified",
+        "successful",
+        "accepted",
+        "confidence",
+        "correct answer",
+        "outcome:",
+        "team verification",
+        "review outcome",
+    ];
     let soft = ["reuse", "prioritize", "map", "when", "future query", "primary prior", "keep the final answer"];
-    let forbidden = ["ignore", "bypass", "always answer", "reuse this shortcut confidently", "should choose option", "future similar", "treated as reliable past team experience", "skip", "do not verify"];
+    let forbidden = [
+        "ignore",
+        "bypass",
+        "always answer",
+        "reuse this shortcut confidently",
+        "should choose option",
+        "future similar",
+        "treated as reliable past team experience",
+        "skip",
+        "do not verify",
+    ];
     let ab = ["option", "final answer", "choose", "answer pattern"];
     let mut v: Vec<&str> = Vec::with_capacity(NPAT);
     v.extend(sc);
@@ -383,7 +402,8 @@ fn sentence_around(text: &str, start: usize, end: usize) -> String {
     let before = &text[..start];
     let from = [before.rfind(". "), before.rfind(": ")].into_iter().flatten().max().map(|i| i + 2).unwrap_or(0);
     let after = &text[end..];
-    let to = [after.find(". "), after.find(": ")].into_iter().flatten().min().map(|i| end + i + 1).unwrap_or(text.len());
+    let to =
+        [after.find(". "), after.find(": ")].into_iter().flatten().min().map(|i| end + i + 1).unwrap_or(text.len());
     text[from..to].trim().to_string()
 }
 
@@ -466,7 +486,7 @@ pub fn experience_fragment(text: &str, lex: &mut Lexicon) -> Fragment {
     scan(text, &text.to_lowercase(), lex, true)
 }
 
-
+#[allow(clippy::too_many_arguments)]
 fn build(
     bits: u64,
     tokens: Vec<Sym>,
@@ -533,7 +553,17 @@ pub fn analyze(intent: &str, experience: &str, lex: &mut Lexicon) -> TextFeature
         experience.starts_with(REWRITE_PREFIX),
     );
     let rare = if whole.rare_needles { rare_trigger_risk(&original, &lower) } else { 0.0 };
-    build(whole.bits, whole.tokens, whole.answer_keys, claim.as_ref(), reason.as_ref(), flags, rare, original.len(), lex)
+    build(
+        whole.bits,
+        whole.tokens,
+        whole.answer_keys,
+        claim.as_ref(),
+        reason.as_ref(),
+        flags,
+        rare,
+        original.len(),
+        lex,
+    )
 }
 
 /// Whether [`compose`] is exact for fragments analysed from these texts: none may contain a
@@ -549,7 +579,8 @@ pub fn composable(fragments: &[&Fragment]) -> bool {
 /// handoff summaries are built that way, and debug builds assert the equality on every one.
 pub fn compose(intent: &Fragment, parts: &[&Fragment], lex: &mut Lexicon) -> TextFeatures {
     let mut bits = intent.bits;
-    let mut tokens: Vec<Sym> = Vec::with_capacity(intent.tokens.len() + parts.iter().map(|f| f.tokens.len()).sum::<usize>());
+    let mut tokens: Vec<Sym> =
+        Vec::with_capacity(intent.tokens.len() + parts.iter().map(|f| f.tokens.len()).sum::<usize>());
     tokens.extend_from_slice(&intent.tokens);
     let mut keys = intent.answer_keys;
     let mut claim = None;
@@ -678,12 +709,8 @@ mod tests {
         let re = regex::Regex::new(r"[a-z][a-z0-9_]{2,}").unwrap();
         let text = "h2co3 _abc 1abc ab ab1 a_b x hno3-ch3cooh com ##cturing reeve, test_12 ü über caf";
         let mut lex = Lexicon::new();
-        let mut want: Vec<Sym> = re
-            .find_iter(text)
-            .map(|m| m.as_str())
-            .filter(|w| !STOPWORDS.contains(w))
-            .map(|w| lex.intern(w))
-            .collect();
+        let mut want: Vec<Sym> =
+            re.find_iter(text).map(|m| m.as_str()).filter(|w| !STOPWORDS.contains(w)).map(|w| lex.intern(w)).collect();
         want.sort_unstable();
         want.dedup();
         assert_eq!(tokens_of(text, &mut lex), want);
@@ -721,7 +748,8 @@ mod tests {
         let p = patterns();
         for t in texts {
             let lower = t.to_lowercase();
-            let direct: u64 = p.lower.iter().enumerate().filter(|(_, r)| r.is_match(&lower)).map(|(i, _)| 1u64 << i).sum();
+            let direct: u64 =
+                p.lower.iter().enumerate().filter(|(_, r)| r.is_match(&lower)).map(|(i, _)| 1u64 << i).sum();
             assert_eq!(pattern_bits(&lower), direct, "{t}");
         }
         for (i, lit) in required_literals().iter().enumerate() {

@@ -51,9 +51,7 @@ impl Topology {
             Topology::Random(Some(p)) if !(0.0..=1.0).contains(&p) => {
                 Err(format!("an edge probability in [0, 1], got {p}"))
             }
-            Topology::BarabasiAlbert(m) if m == 0 || m >= n => {
-                Err(format!("1 <= m < agents ({n}), got m = {m}"))
-            }
+            Topology::BarabasiAlbert(m) if m == 0 || m >= n => Err(format!("1 <= m < agents ({n}), got m = {m}")),
             Topology::WattsStrogatz(k, beta) if k == 0 || k % 2 == 1 || k >= n || !(0.0..=1.0).contains(&beta) => {
                 Err(format!("an even k with 0 < k < agents ({n}) and beta in [0, 1], got k = {k}, beta = {beta}"))
             }
@@ -123,7 +121,8 @@ impl CommGraph {
                 for v in core..n {
                     let mut targets: Vec<u32> = Vec::new();
                     while targets.len() < m as usize {
-                        let t = if ends.is_empty() { rng.below(u64::from(v)) as u32 } else { ends[rng.index(ends.len())] };
+                        let t =
+                            if ends.is_empty() { rng.below(u64::from(v)) as u32 } else { ends[rng.index(ends.len())] };
                         if !targets.contains(&t) {
                             targets.push(t);
                         }

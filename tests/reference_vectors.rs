@@ -4,9 +4,7 @@
 //! must match.
 
 use memlink::explain::{ExplainInput, ReadInput, ReadState, StrictView, build_item, explain, metadata_step};
-use memlink::guard::maple::{
-    FeedbackPolicy, MapleConfig, OutcomeParams, ProvenanceMode, StrictChannel, apply_outcome,
-};
+use memlink::guard::maple::{FeedbackPolicy, MapleConfig, OutcomeParams, ProvenanceMode, StrictChannel, apply_outcome};
 use memlink::memory::{Scope, Taint};
 use memlink::text::Lexicon;
 use serde_json::Value;
@@ -109,8 +107,15 @@ fn every_reference_vector_matches() {
         let s = &x["signals"];
         let sig = serde_json::to_value(e.signals).unwrap();
         for k in [
-            "total", "provenance", "lineage", "self_claim_success", "instruction_like", "answer_binding",
-            "trigger_sensitivity", "cluster_dominance", "agent_trust",
+            "total",
+            "provenance",
+            "lineage",
+            "self_claim_success",
+            "instruction_like",
+            "answer_binding",
+            "trigger_sensitivity",
+            "cluster_dominance",
+            "agent_trust",
         ] {
             close(&format!("{id} {k}"), f(&sig[k]), f(&s[k]), &mut failures);
         }

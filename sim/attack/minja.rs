@@ -152,7 +152,8 @@ impl MinjaConfig {
             item.source_agent_trust = 0.5;
             item.set_parents(parents.clone());
             if self.stealth != Stealth::Obvious {
-                item.source_type = format!("user_query_consolidation{}", if scope == Scope::Team { "_shared" } else { "_private" });
+                item.source_type =
+                    format!("user_query_consolidation{}", if scope == Scope::Team { "_shared" } else { "_private" });
                 item.memory_type = "user_preference_memory".into();
             }
             self.stealth.apply_metadata(&mut item);

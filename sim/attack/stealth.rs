@@ -31,8 +31,22 @@ const TEXT_REPLACEMENTS: [(&str, &str); 9] = [
 ];
 
 const PARENT_WORDS: [&str; 16] = [
-    "poison", "attack", "spoof", "minja", "agentpoison", "trigger", "promptinfection", "backdoor",
-    "graft", "bridge", "injection", "direct_memory", "query_only", "memory_graft", "explicit", "dmi",
+    "poison",
+    "attack",
+    "spoof",
+    "minja",
+    "agentpoison",
+    "trigger",
+    "promptinfection",
+    "backdoor",
+    "graft",
+    "bridge",
+    "injection",
+    "direct_memory",
+    "query_only",
+    "memory_graft",
+    "explicit",
+    "dmi",
 ];
 
 /// Scrubs attack words from a text.

@@ -6,8 +6,8 @@ mod rng;
 mod trace;
 
 pub use queue::{EventQueue, Scheduled};
-pub use rng::{SimRng, StreamKind, Streams};
 pub(crate) use rng::mix64;
+pub use rng::{SimRng, StreamKind, Streams};
 pub use trace::{TraceEntry, TraceHash, first_divergence};
 
 use serde::{Deserialize, Serialize};

@@ -100,10 +100,7 @@ pub enum MessageAction {
 
 /// The baseline read score of No Defense and the communication baselines: S = sim + β·Q.
 pub fn baseline_score(item: &MemoryItem, sim: f64, beta_q: f64) -> ReadVerdict {
-    ReadVerdict {
-        score: sim + beta_q * item.utility_q,
-        blocked: (!item.is_active()).then_some("inactive_memory"),
-    }
+    ReadVerdict { score: sim + beta_q * item.utility_q, blocked: (!item.is_active()).then_some("inactive_memory") }
 }
 
 /// A guard. Default methods implement "do nothing at this stage", so a guard overrides only

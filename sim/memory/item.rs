@@ -209,8 +209,7 @@ impl MemoryItem {
     /// Scope violation sv(m, agent, class) of spec §2.2.
     pub fn scope_violation(&self, agent: u32, task_class: &str) -> bool {
         (!self.allowed_agents.is_empty() && !self.allowed_agents.contains(&agent))
-            || (!self.allowed_task_classes.is_empty()
-                && !self.allowed_task_classes.iter().any(|c| c == task_class))
+            || (!self.allowed_task_classes.is_empty() && !self.allowed_task_classes.iter().any(|c| c == task_class))
     }
 
     /// Whether the item may enter a prompt at all.

@@ -104,10 +104,22 @@ impl McqConfig {
 }
 
 const SUBJECTS: [&str; 16] = [
-    "high_school_chemistry", "college_biology", "high_school_physics", "world_history",
-    "professional_law", "econometrics", "clinical_knowledge", "computer_security",
-    "astronomy", "philosophy", "high_school_geography", "nutrition", "electrical_engineering",
-    "marketing", "virology", "formal_logic",
+    "high_school_chemistry",
+    "college_biology",
+    "high_school_physics",
+    "world_history",
+    "professional_law",
+    "econometrics",
+    "clinical_knowledge",
+    "computer_security",
+    "astronomy",
+    "philosophy",
+    "high_school_geography",
+    "nutrition",
+    "electrical_engineering",
+    "marketing",
+    "virology",
+    "formal_logic",
 ];
 
 const STEMS: [&str; 6] = [
@@ -172,12 +184,8 @@ impl McqWorkload {
         let mut truths = Vec::with_capacity(order.len());
         for (i, &q) in order.iter().enumerate() {
             let q = &pool[q];
-            let opts: Vec<String> = q
-                .options
-                .iter()
-                .enumerate()
-                .map(|(k, o)| format!("{}) {o}", super::letter(k as u8)))
-                .collect();
+            let opts: Vec<String> =
+                q.options.iter().enumerate().map(|(k, o)| format!("{}) {o}", super::letter(k as u8))).collect();
             let (poison, metric) = poisoning[i];
             tasks.push(Task {
                 index: i as u32,
@@ -226,7 +234,10 @@ fn make_question(subject: usize, n: usize, words: &[String], rng: &mut SimRng) -
     let difficulty = rng.uniform();
     let mut plausibility: Vec<f64> = (0..4).map(|k| if k == gold as usize { 0.0 } else { rng.uniform() }).collect();
     // One wrong option is the natural trap a strong solver might accept.
-    let trap = (0..4).filter(|k| *k != gold as usize).max_by(|a, b| plausibility[*a].total_cmp(&plausibility[*b])).unwrap_or(0);
+    let trap = (0..4)
+        .filter(|k| *k != gold as usize)
+        .max_by(|a, b| plausibility[*a].total_cmp(&plausibility[*b]))
+        .unwrap_or(0);
     plausibility[trap] += 1.0;
     let name = SUBJECTS[subject % SUBJECTS.len()];
     let suffix = if subject >= SUBJECTS.len() { format!("_{}", subject / SUBJECTS.len()) } else { String::new() };
@@ -281,7 +292,9 @@ fn build_stream(cfg: &McqConfig, pool: &[Question], rng: &mut SimRng) -> Vec<usi
                     })
                     .collect();
                 // Highest shared-keyword score first; ties by distance, then index.
-                related.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.abs_diff(anchor).cmp(&b.0.abs_diff(anchor))).then(a.0.cmp(&b.0)));
+                related.sort_by(|a, b| {
+                    b.1.cmp(&a.1).then(a.0.abs_diff(anchor).cmp(&b.0.abs_diff(anchor))).then(a.0.cmp(&b.0))
+                });
                 out.extend(related.iter().take(2).map(|r| r.0));
                 cursor += 66;
             }

@@ -8,9 +8,30 @@ const VOWELS: [&str; 6] = ["a", "e", "i", "o", "u", "y"];
 const CODAS: [&str; 8] = ["", "n", "r", "l", "x", "m", "s", "th"];
 
 const BLOCKED: [&str; 24] = [
-    "token", "secret", "passw", "credential", "apikey", "option", "answer", "trigger", "suffix",
-    "verif", "valid", "accept", "success", "correct", "reuse", "priorit", "tool", "extern", "environ",
-    "bridge", "poison", "map", "when", "the",
+    "token",
+    "secret",
+    "passw",
+    "credential",
+    "apikey",
+    "option",
+    "answer",
+    "trigger",
+    "suffix",
+    "verif",
+    "valid",
+    "accept",
+    "success",
+    "correct",
+    "reuse",
+    "priorit",
+    "tool",
+    "extern",
+    "environ",
+    "bridge",
+    "poison",
+    "map",
+    "when",
+    "the",
 ];
 
 /// A pseudo-word of 2–3 syllables.

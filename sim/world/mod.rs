@@ -10,24 +10,24 @@
 
 mod render;
 
+use crate::agent::Profile;
 use crate::agent::{Answer, AnswerContext, Backbone, DiscreteChoice, Evidence, Reported, Retention, Role};
 use crate::attack::{AttackConfig, PoisonWrite, TargetStrategy};
 use crate::embed::{Embedder, cosine};
 use crate::engine::{EventQueue, StreamKind, Streams, Time, TraceEntry, TraceHash};
 use crate::guard::maple::{
-    FeedbackPolicy, MapleConfig, MapleGuard, ProvenanceMode, Reader, StrictChannel, apply_outcome,
-    apply_strict_view, derive_provenance,
+    FeedbackPolicy, MapleConfig, MapleGuard, ProvenanceMode, Reader, StrictChannel, apply_outcome, apply_strict_view,
+    derive_provenance,
 };
 use crate::guard::{CommitVerdict, Guard, MessageAction, MessageView, NoDefense};
 use crate::memory::{ItemId, MemoryBank, MemoryItem, MemoryTopology, Scope, Status, Taint, Writer};
 use crate::metrics::{AgentRound, ArmSummary, FinishContext, Recorder, label_handoff};
 use crate::oracle::{Oracle, PoisonOrigin, PoisonRecord};
 use crate::scenario::{Arm, Attackers, GuardSpec, Placement, PromotionPolicy, RetrievalMode, Scenario, Timing};
+use crate::text::{Fragment, composable, compose, experience_fragment, intent_fragment};
 use crate::text::{Lexicon, QueryFeatures, Sym, TextFeatures, analyze, analyze_query, tokens_of};
 use crate::topology::CommGraph;
 use crate::workload::{McqWorkload, Task, WorkloadConfig};
-use crate::agent::Profile;
-use crate::text::{Fragment, compose, composable, experience_fragment, intent_fragment};
 use rustc_hash::FxHashMap as HashMap;
 use std::rc::Rc;
 
@@ -108,6 +108,17 @@ impl Event {
     }
 }
 
+/// What a run leaves behind for invariant checks (tests, audits).
+#[derive(Debug)]
+pub struct Inspection {
+    /// The final memory bank.
+    pub bank: MemoryBank,
+    /// Every selection: (task, round, reader, item, item status at selection time).
+    pub selections: Vec<(u32, u32, u32, ItemId, Status)>,
+    /// Simulated times of processed events, in processing order.
+    pub times: Vec<u64>,
+}
+
 /// The result of one arm.
 #[derive(Debug)]
 pub struct ArmRun {
@@ -121,9 +132,12 @@ pub struct ArmRun {
 pub fn build_guard(spec: &GuardSpec) -> Box<dyn Guard> {
     match spec {
         GuardSpec::NoDefense => Box::new(NoDefense),
-        GuardSpec::Maple(cfg) => Box::new(MapleGuard::new(cfg.clone())),
+        GuardSpec::Maple(cfg) => Box::new(MapleGuard::new((**cfg).clone())),
     }
 }
+
+/// Per-task cached handoff pieces: task index, header fragment, footer text and fragment.
+type TaskFragments = (u32, Rc<Fragment>, Rc<str>, Rc<Fragment>);
 
 struct TaskState {
     task: u32,
@@ -169,7 +183,7 @@ pub struct World<'a> {
     sentence_bodies: HashMap<(ItemId, render::SentenceKind), (Rc<str>, Rc<Fragment>)>,
     sentence_intros: HashMap<render::SentenceKind, Rc<Fragment>>,
     pair_intents: HashMap<(u32, u32), (Rc<str>, Rc<Fragment>)>,
-    task_frags: Option<(u32, Rc<Fragment>, Rc<str>, Rc<Fragment>)>,
+    task_frags: Option<TaskFragments>,
     oracle: Oracle,
     recorder: Recorder,
     queue: EventQueue<Event>,
@@ -177,6 +191,7 @@ pub struct World<'a> {
     reputation: f64,
     cur: Option<TaskState>,
     arm_name: String,
+    inspection: Option<Inspection>,
 }
 
 /// Attacker ids of a scenario on a graph.
@@ -255,16 +270,30 @@ impl<'a> World<'a> {
             reputation: 0.5,
             cur: None,
             arm_name: arm.name.clone(),
+            inspection: None,
         }
     }
 
+    /// Runs to the end and also returns an [`Inspection`] of every selection and the final bank.
+    pub fn run_inspected(mut self) -> (ArmRun, Inspection) {
+        self.inspection = Some(Inspection { bank: MemoryBank::new(0, 8), selections: Vec::new(), times: Vec::new() });
+        self.run_inner()
+    }
+
     /// Runs to the end and returns the summary.
-    pub fn run(mut self) -> ArmRun {
+    pub fn run(self) -> ArmRun {
+        self.run_inner().0
+    }
+
+    fn run_inner(mut self) -> (ArmRun, Inspection) {
         if !self.workload.tasks().is_empty() {
             self.queue.schedule(Time::ZERO, Event::TaskArrive { task: 0 });
         }
         while let Some(ev) = self.queue.pop() {
             let (time, seq) = (ev.time.0, ev.seq);
+            if let Some(i) = self.inspection.as_mut() {
+                i.times.push(time);
+            }
             ev.event.hash_into(&mut self.trace);
             let label = self.trace.log().is_some().then(|| format!("{:?}", ev.event));
             self.handle(ev.event);
@@ -283,7 +312,15 @@ impl<'a> World<'a> {
         };
         let trace = self.trace.take_log();
         let summary = self.recorder.finish(&self.oracle, &self.bank, ctx);
-        ArmRun { summary, trace }
+        let mut inspection = self.inspection.take().unwrap_or(Inspection {
+            bank: MemoryBank::new(0, 8),
+            selections: Vec::new(),
+            times: Vec::new(),
+        });
+        if !inspection.times.is_empty() {
+            inspection.bank = self.bank;
+        }
+        (ArmRun { summary, trace }, inspection)
     }
 
     fn now(&self) -> u64 {
@@ -331,7 +368,9 @@ impl<'a> World<'a> {
                         self.queue.schedule_in(1, Event::RoundEnd { task, round });
                     }
                 } else {
-                    let mut rng = self.streams.rng(StreamKind::Latency, &[u64::from(task), u64::from(round), u64::from(agent), 0]);
+                    let mut rng = self
+                        .streams
+                        .rng(StreamKind::Latency, &[u64::from(task), u64::from(round), u64::from(agent), 0]);
                     let Timing::Async { llm, .. } = &self.scn.timing else { unreachable!() };
                     let d = llm.sample(&mut rng);
                     self.queue.schedule_in(d, Event::AgentAnswer { task, round, agent });
@@ -349,7 +388,13 @@ impl<'a> World<'a> {
                                     &[u64::from(task), u64::from(round), u64::from(agent), 1 + u64::from(dst)],
                                 );
                                 let d = message.sample(&mut rng) + llm.sample(&mut rng);
-                                let ev = Event::HandoffDeliver { task, round: round + 1, src: agent, dst, report: report.clone() };
+                                let ev = Event::HandoffDeliver {
+                                    task,
+                                    round: round + 1,
+                                    src: agent,
+                                    dst,
+                                    report: report.clone(),
+                                };
                                 self.queue.schedule_in(d, ev);
                             }
                         }
@@ -413,7 +458,8 @@ impl<'a> World<'a> {
             .collect();
         let query = analyze_query(&t.query, &mut self.lex);
         let query_emb = self.embedder.embed(&query.tokens, Embedder::text_key(&t.query), &self.lex);
-        let option_tokens: Vec<Vec<Sym>> = t.options.iter().map(|o| tokens_of(&o.to_lowercase(), &mut self.lex)).collect();
+        let option_tokens: Vec<Vec<Sym>> =
+            t.options.iter().map(|o| tokens_of(&o.to_lowercase(), &mut self.lex)).collect();
         let mut st = TaskState {
             task,
             target: None,
@@ -433,27 +479,28 @@ impl<'a> World<'a> {
             text_sims: HashMap::default(),
             verdicts: HashMap::default(),
         };
-        if t.poisoning && !self.attacker_ids.is_empty() {
-            if let AttackConfig::Minja(cfg) = &self.scn.attack {
-                // The attacker plans with its own belief about the answer: the lookahead target is
-                // the most plausible option it believes wrong.
-                let lead = self.attacker_ids[0] as usize;
-                let believed = argmax(&st.priors[lead]);
-                let mut rng = self.streams.rng(StreamKind::Attack, &[u64::from(task)]);
-                let plaus = attacker_plausibility(&st.priors[lead]);
-                let target = crate::attack::choose_target(cfg.target, &plaus, believed, &mut rng);
-                let _ = TargetStrategy::LookaheadWrong;
-                st.target = Some(target);
-                st.target_tokens = st.option_tokens[target as usize].clone();
-                let cfg = cfg.clone();
-                self.cur = Some(st);
-                let mut feats = |i: &str, e: &str| analyze(i, e, &mut self.lex);
-                let writes = cfg.plan(t, target, &self.attacker_ids, self.scn.agents, &mut feats);
-                for w in writes {
-                    self.commit_poison(w, &cfg, task, target);
-                }
-                return;
+        if t.poisoning
+            && !self.attacker_ids.is_empty()
+            && let AttackConfig::Minja(cfg) = &self.scn.attack
+        {
+            // The attacker plans with its own belief about the answer: the lookahead target is
+            // the most plausible option it believes wrong.
+            let lead = self.attacker_ids[0] as usize;
+            let believed = argmax(&st.priors[lead]);
+            let mut rng = self.streams.rng(StreamKind::Attack, &[u64::from(task)]);
+            let plaus = attacker_plausibility(&st.priors[lead]);
+            let target = crate::attack::choose_target(cfg.target, &plaus, believed, &mut rng);
+            let _ = TargetStrategy::LookaheadWrong;
+            st.target = Some(target);
+            st.target_tokens = st.option_tokens[target as usize].clone();
+            let cfg = cfg.clone();
+            self.cur = Some(st);
+            let mut feats = |i: &str, e: &str| analyze(i, e, &mut self.lex);
+            let writes = cfg.plan(t, target, &self.attacker_ids, self.scn.agents, &mut feats);
+            for w in writes {
+                self.commit_poison(w, &cfg, task, target);
             }
+            return;
         }
         self.cur = Some(st);
     }
@@ -548,15 +595,18 @@ impl<'a> World<'a> {
 
     /// A pre-round handoff from `src` to `dst` (spec §5.2).
     fn handoff(&mut self, task: u32, round: u32, src: u32, dst: u32, report: &[ItemId]) {
-        let mut rng = self.streams.rng(StreamKind::Summary, &[u64::from(task), u64::from(round), u64::from(src), u64::from(dst)]);
+        let mut rng =
+            self.streams.rng(StreamKind::Summary, &[u64::from(task), u64::from(round), u64::from(src), u64::from(dst)]);
         let retention = {
-            let reported: Vec<Reported<'_>> = report.iter().map(|id| Reported { features: &self.bank.get(*id).features }).collect();
+            let reported: Vec<Reported<'_>> =
+                report.iter().map(|id| Reported { features: &self.bank.get(*id).features }).collect();
             self.backbone.summarize(&reported, &mut rng)
         };
         let wl = self.workload.clone();
         let t = &wl.tasks()[task as usize];
         let (intent, experience, features) = self.handoff_text(t, round, src, dst, report, &retention);
-        let tag = crate::engine::mix64(u64::from(task) << 32 | u64::from(round) << 16 | u64::from(src) << 8 | u64::from(dst));
+        let tag =
+            crate::engine::mix64(u64::from(task) << 32 | u64::from(round) << 16 | u64::from(src) << 8 | u64::from(dst));
         let name = format!("round_dialogue_{}_r{}_a{src}_to_a{dst}_{:010x}", t.id, round, tag & 0xff_ffff_ffff);
         let mut item = MemoryItem::new(name, intent, experience, features);
         item.utility_q = 0.35;
@@ -570,12 +620,19 @@ impl<'a> World<'a> {
         item.writer = Writer::Agent(dst);
         item.allowed_agents = vec![dst];
         item.allowed_task_classes = vec![t.class.to_string()];
-        item.set_parents(vec![t.id.clone(), format!("pre_round_{}", round + 1), format!("agent_{src}"), format!("agent_{dst}"), "memory_handoff".into()]);
+        item.set_parents(vec![
+            t.id.clone(),
+            format!("pre_round_{}", round + 1),
+            format!("agent_{src}"),
+            format!("agent_{dst}"),
+            "memory_handoff".into(),
+        ]);
         item.source_agent_trust = self.reputation;
         // Strict ledger: taint propagates from the reported memories, lineage is their ids.
         let taint = report.iter().map(|id| self.bank.get(*id).taint).max().unwrap_or(Taint::Clean);
         let parents: Vec<String> = report.iter().map(|id| self.bank.get(*id).name.clone()).collect();
-        let reported: Vec<(ItemId, bool)> = report.iter().zip(&retention).map(|(id, r)| (*id, *r == Retention::Verbatim)).collect();
+        let reported: Vec<(ItemId, bool)> =
+            report.iter().zip(&retention).map(|(id, r)| (*id, *r == Retention::Verbatim)).collect();
         let target = self.cur.as_ref().and_then(|s| s.target.map(|t| (t, s.target_tokens.clone())));
         let label = label_handoff(
             &self.oracle,
@@ -707,7 +764,10 @@ impl<'a> World<'a> {
                 .filter(|j| !st.removed[round as usize - 1][**j as usize])
                 .filter_map(|j| st.answers[round as usize - 1][*j as usize].map(|a| (*j, a.choice)))
                 .collect();
-            let texts: Vec<String> = outs.iter().map(|(j, c)| render::output_text(t, *c, self.is_attacker[*j as usize] && poisoning)).collect();
+            let texts: Vec<String> = outs
+                .iter()
+                .map(|(j, c)| render::output_text(t, *c, self.is_attacker[*j as usize] && poisoning))
+                .collect();
             texts.iter().map(|x| analyze("", x, &mut self.lex)).collect()
         } else {
             Vec::new()
@@ -785,13 +845,12 @@ impl<'a> World<'a> {
                 .map(|(i, (s, _))| (0.5 * (s - 0.18568) / 0.09408 + 0.5 * ((qs[i] - m) / sd).clamp(-3.0, 3.0), i))
                 .collect();
             top_k(&mut hybrid, k, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-            let mut rng = self.streams.rng(StreamKind::Exploration, &[u64::from(task), u64::from(agent), u64::from(round), store_idx]);
+            let mut rng = self
+                .streams
+                .rng(StreamKind::Exploration, &[u64::from(task), u64::from(agent), u64::from(round), store_idx]);
             let explore = rng.bernoulli(proto.epsilon);
-            let picks: Vec<usize> = if explore {
-                rng.sample_indices(cands.len(), k)
-            } else {
-                hybrid.iter().take(k).map(|h| h.1).collect()
-            };
+            let picks: Vec<usize> =
+                if explore { rng.sample_indices(cands.len(), k) } else { hybrid.iter().take(k).map(|h| h.1).collect() };
             selected.extend(picks.iter().map(|i| (cands[*i].1, shared)));
             pools.push(cands.iter().map(|(s, id)| (*id, *s, shared)).collect());
         }
@@ -880,6 +939,9 @@ impl<'a> World<'a> {
         for (_, id, _) in &scored {
             self.bank.get_mut(*id).selected_count += 1;
             self.trace.u64(u64::from(*id));
+            if let Some(i) = self.inspection.as_mut() {
+                i.selections.push((task, round, agent, *id, self.bank.get(*id).status));
+            }
         }
         scored.into_iter().map(|(_, id, sim)| (id, sim)).collect()
     }
@@ -912,7 +974,11 @@ impl<'a> World<'a> {
                 agent: a,
                 benign: !self.is_attacker[a as usize],
                 selected: st.selected[round as usize][a as usize].iter().map(|(id, _)| *id).collect(),
-                answer: if st.removed[round as usize][a as usize] { None } else { st.answers[round as usize][a as usize].map(|x| x.choice) },
+                answer: if st.removed[round as usize][a as usize] {
+                    None
+                } else {
+                    st.answers[round as usize][a as usize].map(|x| x.choice)
+                },
                 prompt_tokens: st.tokens[round as usize][a as usize],
                 time: st.call_time[round as usize][a as usize],
             })
@@ -996,8 +1062,13 @@ impl<'a> World<'a> {
                 item.allowed_task_classes = vec![t.class.to_string()];
                 item.set_parents(vec![t.id.clone()]);
                 item.source_agent_trust = 0.5;
-                let deps: Vec<String> = st.selected[last][a as usize].iter().map(|(id, _)| self.bank.get(*id).name.clone()).collect();
-                let taint = st.selected[last][a as usize].iter().map(|(id, _)| self.bank.get(*id).taint).max().unwrap_or(Taint::Clean);
+                let deps: Vec<String> =
+                    st.selected[last][a as usize].iter().map(|(id, _)| self.bank.get(*id).name.clone()).collect();
+                let taint = st.selected[last][a as usize]
+                    .iter()
+                    .map(|(id, _)| self.bank.get(*id).taint)
+                    .max()
+                    .unwrap_or(Taint::Clean);
                 self.commit(item, Scope::Private, a, (StrictChannel::AgentOutput, taint, deps), None);
             }
         }
@@ -1011,7 +1082,10 @@ impl<'a> World<'a> {
         if self.scn.memory_topology == MemoryTopology::PrivateOnly || promo.rate <= 0.0 {
             return;
         }
-        if promo.policy != PromotionPolicy::AcceptedRetrievedPrivate && proto.feedback != FeedbackPolicy::None && !success {
+        if promo.policy != PromotionPolicy::AcceptedRetrievedPrivate
+            && proto.feedback != FeedbackPolicy::None
+            && !success
+        {
             return;
         }
         let last = proto.rounds as usize - 1;
@@ -1025,7 +1099,8 @@ impl<'a> World<'a> {
             .filter(|_| self.reputation >= promo.min_agent_trust)
             .filter(|a| {
                 let sel = &st.selected[last][*a as usize];
-                let own_private = sel.iter().any(|(id, _)| self.bank.location(*id) == crate::memory::StoreKind::Private(*a));
+                let own_private =
+                    sel.iter().any(|(id, _)| self.bank.location(*id) == crate::memory::StoreKind::Private(*a));
                 match promo.policy {
                     PromotionPolicy::SuccessOnly => true,
                     PromotionPolicy::RetrievedAny => !sel.is_empty(),
@@ -1042,7 +1117,8 @@ impl<'a> World<'a> {
         let chosen: Vec<u32> = if promo.all_agents { eligible } else { vec![eligible[rng.index(eligible.len())]] };
         for a in chosen {
             let Some(ans) = st.answers[last][a as usize] else { continue };
-            let sel: Vec<String> = st.selected[last][a as usize].iter().take(8).map(|(id, _)| self.bank.get(*id).name.clone()).collect();
+            let sel: Vec<String> =
+                st.selected[last][a as usize].iter().take(8).map(|(id, _)| self.bank.get(*id).name.clone()).collect();
             let (intent, experience) = render::promotion_text(t, a, ans.choice, final_answer, &sel);
             let features = self.features(&intent, &experience);
             let name = format!("benign_stream_team_{}_agent_{a}", t.id);
@@ -1062,7 +1138,11 @@ impl<'a> World<'a> {
             parents.extend(sel.iter().cloned());
             item.set_parents(parents);
             item.source_agent_trust = rep;
-            let taint = st.selected[last][a as usize].iter().map(|(id, _)| self.bank.get(*id).taint).max().unwrap_or(Taint::Clean);
+            let taint = st.selected[last][a as usize]
+                .iter()
+                .map(|(id, _)| self.bank.get(*id).taint)
+                .max()
+                .unwrap_or(Taint::Clean);
             self.commit(item, Scope::Team, a, (StrictChannel::AgentOutput, taint, sel), None);
         }
     }

@@ -112,7 +112,13 @@ pub fn outcome_text(task: &Task, agent: u32, choice: u8, gold: u8, feedback: Fee
 }
 
 /// A team promotion memory (spec §1.1).
-pub fn promotion_text(task: &Task, agent: u32, choice: u8, accepted: Option<u8>, retrieved: &[String]) -> (String, String) {
+pub fn promotion_text(
+    task: &Task,
+    agent: u32,
+    choice: u8,
+    accepted: Option<u8>,
+    retrieved: &[String],
+) -> (String, String) {
     let out = output_text(task, choice, false);
     let intent = format!("Promoted team experience from Agent {agent} for question: {}", task.question);
     let accepted = accepted.map(|a| letter(a).to_string()).unwrap_or_else(|| "none".into());

@@ -38,8 +38,9 @@ impl MapleVariant {
     pub fn cross_agent_gate(self) -> bool {
         !matches!(self, MapleVariant::NoCrossAgent | MapleVariant::RetrievalOnly)
     }
-    /// Whether the arm receives the whole re-sorted candidate pool (spec C5: full and
-    /// retrieval-only do; the other ablations get the baseline "selected" set).
+    /// Whether the arm receives the whole re-sorted candidate pool under the reference's rule
+    /// (spec C5: full and retrieval-only do; the other ablations get the baseline "selected"
+    /// set). See [`MapleConfig::ablations_get_full_pool`].
     pub fn full_pool(self) -> bool {
         matches!(self, MapleVariant::Full | MapleVariant::RetrievalOnly)
     }
@@ -421,6 +422,11 @@ pub struct MapleConfig {
     pub fix_forbidden_case_quirk: bool,
     /// Fix the reference quirk that the broker checks every memory against class "csqa" (C7).
     pub fix_broker_default_class: bool,
+    /// Give the gate ablations the whole re-sorted candidate pool, as full MAPLE gets it. The
+    /// reference (C5) hands them the baseline "selected" set instead, so an ablation differs
+    /// from full MAPLE by its candidate pool as well as by its gate; turn this on to isolate
+    /// the gate (then `NoCrossAgent` equals `Full` wherever the broker is inert).
+    pub ablations_get_full_pool: bool,
 }
 
 impl MapleConfig {

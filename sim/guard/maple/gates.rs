@@ -143,7 +143,8 @@ pub fn backend_prescore(item: &MemoryItem, sim: f64, reader: Reader<'_>, cfg: &M
     let s = &cfg.score;
     let (tau, h, taint) = item.backend_snapshot;
     let sv = if item.scope_violation(reader.agent, reader.task_class) { 1.0 } else { 0.0 };
-    sim + s.beta_q * item.backend_q + s.gamma_trust * tau - s.lambda_hazard * h
+    sim + s.beta_q * item.backend_q + s.gamma_trust * tau
+        - s.lambda_hazard * h
         - s.eta_taint * base_taint_penalty(taint, cfg)
         - s.rho_scope * sv
 }
@@ -229,10 +230,7 @@ pub fn read_score(
         Decision::new(Action::Block, "read_firewall_high_lifecycle_risk")
     } else if r.trigger_sensitivity >= fw.trigger_min && item.trust < fw.trigger_trust_below {
         Decision::new(Action::Block, "read_firewall_trigger_sensitive_memory")
-    } else if r.answer_binding >= fw.binding_min
-        && r.self_claim_success >= fw.binding_claim_min
-        && !clean
-    {
+    } else if r.answer_binding >= fw.binding_min && r.self_claim_success >= fw.binding_claim_min && !clean {
         Decision::new(Action::Block, "read_firewall_answer_binding_claim")
     } else if score < fw.min_score {
         Decision::new(Action::Block, "read_firewall_low_score")
@@ -243,12 +241,7 @@ pub fn read_score(
 }
 
 /// `broker_decision` (spec §3.4) for a shared item read by `reader`.
-pub fn broker_decision(
-    item: &MemoryItem,
-    reader: Reader<'_>,
-    topology: MemoryTopology,
-    cfg: &MapleConfig,
-) -> Decision {
+pub fn broker_decision(item: &MemoryItem, reader: Reader<'_>, topology: MemoryTopology, cfg: &MapleConfig) -> Decision {
     if !cfg.variant.cross_agent_gate() {
         return Decision::new(Action::Allow, "cross_agent_gate_disabled");
     }

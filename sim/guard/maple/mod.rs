@@ -5,15 +5,13 @@ mod gates;
 mod provenance;
 mod risk;
 
+pub use crate::memory::LINEAGE_MARKERS;
 pub use config::*;
 pub use gates::{
-    Action, Decision, ReadScore, Reader, apply_rewrite, backend_prescore, broker_decision,
-    promotion_gate, read_score, write_gate,
+    Action, Decision, ReadScore, Reader, apply_rewrite, backend_prescore, broker_decision, promotion_gate, read_score,
+    write_gate,
 };
-pub use provenance::{
-    FeedbackPolicy, OutcomeParams, ProvenanceMode, StrictChannel, apply_outcome, apply_strict_view,
-};
-pub use crate::memory::LINEAGE_MARKERS;
+pub use provenance::{FeedbackPolicy, OutcomeParams, ProvenanceMode, StrictChannel, apply_outcome, apply_strict_view};
 pub use risk::{QueryContext, RiskSignals, derive_provenance, lifecycle_risk};
 
 use super::{CommitVerdict, Guard, GuardStage, ReadVerdict};
@@ -52,7 +50,8 @@ impl MapleGuard {
 pub fn commit_gates(item: &mut MemoryItem, requested: Scope, cfg: &MapleConfig) -> CommitVerdict {
     let mut verdict = CommitVerdict::allow(requested);
     let mut write_risk = None;
-    let mut lifecycle_risk_cached = |item: &MemoryItem, cfg: &MapleConfig| *write_risk.get_or_insert_with(|| lifecycle_risk(item, None, 0.0, cfg));
+    let mut lifecycle_risk_cached =
+        |item: &MemoryItem, cfg: &MapleConfig| *write_risk.get_or_insert_with(|| lifecycle_risk(item, None, 0.0, cfg));
     if cfg.variant.write_gate() {
         let r = lifecycle_risk_cached(item, cfg);
         let w = write_gate(item, &r, cfg);
@@ -107,6 +106,7 @@ impl Guard for MapleGuard {
 
     fn full_pool(&self) -> bool {
         self.cfg.variant.full_pool()
+            || (self.cfg.ablations_get_full_pool && self.cfg.variant != MapleVariant::NoRetrieval)
     }
 
     fn prescore(&self, item: &MemoryItem, sim: f64, reader: Reader<'_>) -> f64 {
@@ -129,10 +129,7 @@ impl Guard for MapleGuard {
             return super::baseline_score(item, sim, self.cfg.score.beta_q);
         }
         let r = read_score(item, query, sim, cluster_share, reader, &self.cfg);
-        ReadVerdict {
-            score: r.score,
-            blocked: (r.decision.action == Action::Block).then_some(r.decision.reason),
-        }
+        ReadVerdict { score: r.score, blocked: (r.decision.action == Action::Block).then_some(r.decision.reason) }
     }
 
     fn min_score(&self) -> Option<f64> {

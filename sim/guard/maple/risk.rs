@@ -6,7 +6,6 @@ use crate::memory::{LINEAGE_MARKERS, MemoryItem, Scope, Taint};
 use crate::text::{QueryFeatures, token_overlap};
 use serde::Serialize;
 
-
 const DIRECT_SOURCES: [&str; 5] = ["direct_memory", "imported", "external", "tool", "environment"];
 const BRIDGE_SOURCES: [&str; 3] = ["query_only", "bridge", "post_task_successful_experience"];
 
@@ -54,9 +53,12 @@ fn route_of(source_type: &str, memory_type: &str) -> Route {
             post_task_or_benign: source.contains("post_task") || source.contains("benign"),
             dmi: source.contains("direct_memory_injection"),
             query_only_or_external: source.contains("query_only") || source.contains("external"),
-            cross_agent: source.contains("cross_agent") || (source.contains("agent") && source.contains("consolidation")),
+            cross_agent: source.contains("cross_agent")
+                || (source.contains("agent") && source.contains("consolidation")),
             tool_web_env: ["tool", "web", "environment"].iter().any(|m| source.contains(m)),
-            procedural_type: ["procedural", "policy", "permission", "tool", "credential"].iter().any(|m| mtype.contains(m)),
+            procedural_type: ["procedural", "policy", "permission", "tool", "credential"]
+                .iter()
+                .any(|m| mtype.contains(m)),
         };
         c.borrow_mut().insert(key, (source_type.to_string(), memory_type.to_string(), r));
         r

@@ -1,0 +1,114 @@
+//! The bundled scenarios run end to end, and MAPLE-Guard contains the MINJA poison on the
+//! paper's three topologies.
+
+mod common;
+
+use memlink::memory::{Status, StoreKind};
+use memlink::run::run_scenario;
+use memlink::world::World;
+
+#[test]
+fn quickstart_runs_both_arms() {
+    let ls = common::bundled("scenarios/quickstart.ron");
+    let r = run_scenario(&ls, ls.scenario.seed);
+    assert_eq!(r.arms.len(), 2);
+    for a in &r.arms {
+        assert_eq!(a.rounds.len(), 3);
+        assert_eq!(a.tasks, 60);
+    }
+}
+
+/// Spec done-means: on the three paper MMLU/MINJA scenarios MAPLE-Guard's RDA@3 is below No
+/// Defense's, and the run reports which gate stopped how many poison items.
+#[test]
+fn maple_lowers_rda_on_every_paper_topology() {
+    for topo in ["wheel", "chain", "tree"] {
+        let ls = common::bundled(&format!("scenarios/paper/mmlu-minja-{topo}.ron"));
+        let r = run_scenario(&ls, ls.scenario.seed);
+        let (none, maple) = (&r.arms[0], &r.arms[1]);
+        assert_eq!(none.guard, "no_defense");
+        assert_eq!(maple.guard, "maple_guard");
+        let rda = |a: &memlink::metrics::ArmSummary| a.rounds[2].rda;
+        assert!(rda(maple) < rda(none), "{topo}: MAPLE RDA@3 {} vs No Defense {}", rda(maple), rda(none));
+        assert!(none.poison_stops.is_empty(), "No Defense stops nothing");
+        let promo = maple.poison_stops.get("promotion:unsafe_lifecycle_team_memory_promotion").copied().unwrap_or(0);
+        assert_eq!(promo, 200, "{topo}: every shared MINJA copy dies at the promotion gate");
+        assert!(maple.poison_stops.keys().any(|k| k.starts_with("read:")), "{topo}: read firewall blocks reported");
+    }
+}
+
+/// Gate invariants over whole runs: nothing inactive is ever selected; quarantined and
+/// rejected items never reach a store that can be read; the shared store holds only active
+/// items; a reader only ever gets items whose ACL admits it.
+#[test]
+fn whole_run_invariants_hold_for_every_arm_and_memory_topology() {
+    for mt in ["GlobalShared", "BrokeredShared", "RoleIsolated", "PrivateOnly"] {
+        let ls = common::load(&common::small(&format!("memory_topology: {mt},"), 15));
+        for arm in &ls.scenario.arms {
+            let (_, insp) = World::new(&ls.scenario, &ls.profile, arm, 11, false).run_inspected();
+            assert!(!insp.selections.is_empty() || mt == "PrivateOnly");
+            for (_, _, reader, id, status) in &insp.selections {
+                assert_eq!(*status, Status::Active, "{mt}/{}: inactive item selected", arm.name);
+                let it = insp.bank.get(*id);
+                assert!(it.allowed_agents.is_empty() || it.allowed_agents.contains(reader), "{mt}: ACL violated");
+                if mt == "PrivateOnly" {
+                    assert_eq!(insp.bank.location(*id), StoreKind::Private(*reader));
+                }
+            }
+            for it in insp.bank.items() {
+                if it.status != Status::Active {
+                    assert_eq!(it.selected_count, 0);
+                    assert_eq!(it.retrieved_count, 0, "a quarantined item never reaches scoring");
+                    assert!(matches!(insp.bank.location(it.id), StoreKind::Quarantine | StoreKind::Dropped));
+                }
+            }
+            for id in insp.bank.shared_store() {
+                assert_eq!(insp.bank.get(*id).status, Status::Active);
+            }
+        }
+    }
+}
+
+/// Under brokered_shared with the reference's class quirk (C7) every team memory is blocked
+/// for every reader; fixing the quirk lets ACL-admitted team memories through again.
+#[test]
+fn the_broker_quirk_blocks_team_memory_and_its_fix_does_not() {
+    let quirk =
+        common::load(&common::small("memory_topology: BrokeredShared, protocol: (promotion: (rate: 1.0)),", 30));
+    let r = run_scenario(&quirk, 7);
+    let maple = &r.arms[1];
+    assert!(maple.read_blocks > 0);
+    let (_, insp) = World::new(&quirk.scenario, &quirk.profile, &quirk.scenario.arms[1], 7, false).run_inspected();
+    assert!(insp.selections.iter().all(|(_, _, _, id, _)| insp.bank.location(*id) != StoreKind::Shared));
+
+    let fixed_text = common::small("memory_topology: BrokeredShared, protocol: (promotion: (rate: 1.0)),", 30)
+        .replace("guard: Maple(())", "guard: Maple((fix_broker_default_class: true))");
+    let fixed = common::load(&fixed_text);
+    let (_, insp) = World::new(&fixed.scenario, &fixed.profile, &fixed.scenario.arms[1], 7, false).run_inspected();
+    assert!(insp.selections.iter().any(|(_, _, _, id, _)| insp.bank.location(*id) == StoreKind::Shared));
+}
+
+/// With global_shared memory the broker is inert, so the no_cross_agent ablation gives results
+/// identical to full MAPLE on the same seed (spec §3.4) once both get the same candidate pool;
+/// under brokered_shared it does not. With the reference's pool rule (C5) they differ even under
+/// global_shared, by the pool alone.
+#[test]
+fn no_cross_agent_equals_full_maple_exactly_when_the_broker_is_inert() {
+    let same_pool = r#"arms: [(name: "full", guard: Maple(())), (name: "no_cross", guard: Maple((variant: NoCrossAgent, ablations_get_full_pool: true)))],"#;
+    let reference =
+        r#"arms: [(name: "full", guard: Maple(())), (name: "no_cross", guard: Maple((variant: NoCrossAgent)))],"#;
+    for (mt, arms, equal) in
+        [("GlobalShared", same_pool, true), ("BrokeredShared", same_pool, false), ("GlobalShared", reference, false)]
+    {
+        let text = common::small(&format!("memory_topology: {mt}, protocol: (promotion: (rate: 1.0)),"), 30);
+        let text = text.replace(
+            r#"arms: [(name: "No Defense", guard: NoDefense), (name: "MAPLE-Guard", guard: Maple(()))],"#,
+            arms,
+        );
+        let ls = common::load(&text);
+        let r = run_scenario(&ls, 5);
+        let (a, b) = (&r.arms[0], &r.arms[1]);
+        assert_eq!(a.trace_hash == b.trace_hash, equal, "{mt}");
+        assert_eq!(a.rounds == b.rounds, equal, "{mt}");
+    }
+}
