@@ -9,6 +9,10 @@ use memlink::world::run_arm;
 use std::hint::black_box;
 use std::path::Path;
 
+// The same allocator as the `memlink` binary, so the bench measures what users run.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn paper_runs(c: &mut Criterion) {
     let mut group = c.benchmark_group("paper_run");
     group.sample_size(20);

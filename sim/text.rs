@@ -9,6 +9,7 @@
 use aho_corasick::AhoCorasick;
 use regex::Regex;
 use rustc_hash::FxHashMap as HashMap;
+use std::rc::Rc;
 use std::sync::OnceLock;
 
 /// An interned token.
@@ -306,9 +307,9 @@ pub struct TextFeatures {
     /// Letter of the claim, when the claim names one.
     pub claim_letter: Option<u8>,
     /// The claim as written ("option A (text)"), when the experience binds to an option.
-    pub claim_phrase: Option<String>,
+    pub claim_phrase: Option<Rc<str>>,
     /// The sentence of the experience that carries that claim (what a verbatim summary keeps).
-    pub claim_sentence: Option<String>,
+    pub claim_sentence: Option<Rc<str>>,
     /// The experience starts with the write gate's rewrite notice.
     pub rewrite_notice: bool,
     /// The text reports its answer as incorrect ("Outcome: incorrect").
@@ -407,8 +408,8 @@ fn sentence_around(text: &str, start: usize, end: usize) -> String {
     text[from..to].trim().to_string()
 }
 
-/// A claim found in an experience: letter, lowercased option text, phrase as written, sentence.
-type Claim = (u8, String, String, String);
+/// A claim found in an experience: letter, tokens of the option text, phrase as written, sentence.
+type Claim = (u8, Vec<Sym>, Rc<str>, Rc<str>);
 
 /// The raw findings of one piece of text. Whole texts are scanned as one fragment; handoff
 /// summaries are assembled from fragments analysed once and cached (see [`compose`]).
@@ -418,7 +419,7 @@ pub struct Fragment {
     tokens: Vec<Sym>,
     answer_keys: [Option<u8>; 4],
     claim: Option<Claim>,
-    reason: Option<String>,
+    reason: Option<Vec<Sym>>,
     credential: bool,
     tool_marker: bool,
     reports_failure: bool,
@@ -427,7 +428,7 @@ pub struct Fragment {
     bytes: usize,
 }
 
-fn experience_claim(text: &str, lower: &str, p: &Patterns) -> Option<Claim> {
+fn experience_claim(text: &str, lower: &str, p: &Patterns, lex: &mut Lexicon) -> Option<Claim> {
     if !lower.contains("option") {
         return None;
     }
@@ -435,18 +436,51 @@ fn experience_claim(text: &str, lower: &str, p: &Patterns) -> Option<Claim> {
         let m = c.get(0).expect("whole match");
         (
             c[1].as_bytes()[0].to_ascii_uppercase() - b'A',
-            c[2].to_lowercase(),
-            m.as_str().to_string(),
-            sentence_around(text, at + m.start(), at + m.end()),
+            tokens_of(&c[2].to_lowercase(), lex),
+            m.as_str().into(),
+            sentence_around(text, at + m.start(), at + m.end()).into(),
         )
     })
 }
 
-fn experience_reason(text: &str, lower: &str, p: &Patterns) -> Option<String> {
+/// Tokens of the Reason line, when the experience has one.
+fn experience_reason(text: &str, lower: &str, p: &Patterns, lex: &mut Lexicon) -> Option<Vec<Sym>> {
     if !lower.contains("reason:") {
         return None;
     }
-    captures_at(&p.claim_reason, text).map(|(_, c)| c[1].to_lowercase())
+    if !text.is_ascii() {
+        return captures_at(&p.claim_reason, text).map(|(_, c)| tokens_of(&c[1].to_lowercase(), lex));
+    }
+    reason_ascii(lower).map(|r| tokens_of(r, lex))
+}
+
+/// `\breason:\s*([^\n]*?)(?:final answer|$)` (case-insensitive) on lowercased ASCII text,
+/// without a regex: the first "reason:" at a word start whose line reaches "final answer" or
+/// the end of the text; the capture runs up to the first "final answer" on that line.
+fn reason_ascii(lower: &str) -> Option<&str> {
+    let b = lower.as_bytes();
+    let is_word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut from = 0;
+    while let Some(off) = lower[from..].find("reason:") {
+        let at = from + off;
+        from = at + 1;
+        if at > 0 && is_word(b[at - 1]) {
+            continue;
+        }
+        let mut i = at + "reason:".len();
+        while i < b.len() && b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        let rest = &lower[i..];
+        let line_end = rest.find('\n');
+        match (rest.find("final answer"), line_end) {
+            (Some(f), Some(n)) if f < n => return Some(&rest[..f]),
+            (Some(f), None) => return Some(&rest[..f]),
+            (_, None) => return Some(rest),
+            _ => {}
+        }
+    }
+    None
 }
 
 fn scan(text: &str, lower: &str, lex: &mut Lexicon, experience: bool) -> Fragment {
@@ -459,8 +493,8 @@ fn scan(text: &str, lower: &str, lex: &mut Lexicon, experience: bool) -> Fragmen
             answer_keys[k] = captures_at(re, lower).map(|(_, c)| c[1].as_bytes()[0].to_ascii_uppercase() - b'A');
         }
     }
-    let claim = if experience { experience_claim(text, lower, p) } else { None };
-    let reason = if experience { experience_reason(text, lower, p) } else { None };
+    let claim = if experience { experience_claim(text, lower, p, lex) } else { None };
+    let reason = if experience { experience_reason(text, lower, p, lex) } else { None };
     Fragment {
         bits,
         tokens: tokens_of(lower, lex),
@@ -492,19 +526,18 @@ fn build(
     tokens: Vec<Sym>,
     keys: [Option<u8>; 4],
     claim: Option<&Claim>,
-    reason: Option<&String>,
+    reason: Option<&Vec<Sym>>,
     flags: (bool, bool, bool, bool),
     rare_trigger: f64,
     bytes: usize,
-    lex: &mut Lexicon,
 ) -> TextFeatures {
     let (credential, tool_marker, reports_failure, rewrite_notice) = flags;
     let answer_binding_hits = count(bits, AB0, ANSWER_BINDING_PATTERNS.len());
     let answer_key = if answer_binding_hits > 0 { keys.iter().flatten().next().copied() } else { None };
-    let (claim_letter, claim_text) = match (claim, reason) {
+    let (claim_letter, claim_tokens) = match (claim, reason) {
         (Some(c), _) => (Some(c.0), c.1.clone()),
         (None, Some(r)) => (answer_key, r.clone()),
-        (None, None) => (answer_key, String::new()),
+        (None, None) => (answer_key, Vec::new()),
     };
     TextFeatures {
         self_claim_hits: count(bits, SC0, SELF_CLAIM_PATTERNS.len()),
@@ -516,7 +549,7 @@ fn build(
         credential,
         answer_key,
         tokens,
-        claim_tokens: tokens_of(&claim_text, lex),
+        claim_tokens,
         claim_letter,
         claim_phrase: claim.map(|c| c.2.clone()),
         claim_sentence: claim.map(|c| c.3.clone()),
@@ -544,8 +577,8 @@ pub fn analyze(intent: &str, experience: &str, lex: &mut Lexicon) -> TextFeature
         &owned
     };
     let p = patterns();
-    let claim = experience_claim(experience, exp_lower, p);
-    let reason = experience_reason(experience, exp_lower, p);
+    let claim = experience_claim(experience, exp_lower, p, lex);
+    let reason = experience_reason(experience, exp_lower, p, lex);
     let flags = (
         any_of(exp_lower, &CREDENTIAL_LITERALS),
         whole.tool_marker,
@@ -553,17 +586,7 @@ pub fn analyze(intent: &str, experience: &str, lex: &mut Lexicon) -> TextFeature
         experience.starts_with(REWRITE_PREFIX),
     );
     let rare = if whole.rare_needles { rare_trigger_risk(&original, &lower) } else { 0.0 };
-    build(
-        whole.bits,
-        whole.tokens,
-        whole.answer_keys,
-        claim.as_ref(),
-        reason.as_ref(),
-        flags,
-        rare,
-        original.len(),
-        lex,
-    )
+    build(whole.bits, whole.tokens, whole.answer_keys, claim.as_ref(), reason.as_ref(), flags, rare, original.len())
 }
 
 /// Whether [`compose`] is exact for fragments analysed from these texts: none may contain a
@@ -577,7 +600,7 @@ pub fn composable(fragments: &[&Fragment]) -> bool {
 /// Equal to [`analyze`] on the joined text when no pattern match spans two parts: every part
 /// must end at a sentence boundary (". " or ": ") and [`composable`] must hold. The world's
 /// handoff summaries are built that way, and debug builds assert the equality on every one.
-pub fn compose(intent: &Fragment, parts: &[&Fragment], lex: &mut Lexicon) -> TextFeatures {
+pub fn compose(intent: &Fragment, parts: &[&Fragment]) -> TextFeatures {
     let mut bits = intent.bits;
     let mut tokens: Vec<Sym> =
         Vec::with_capacity(intent.tokens.len() + parts.iter().map(|f| f.tokens.len()).sum::<usize>());
@@ -605,7 +628,7 @@ pub fn compose(intent: &Fragment, parts: &[&Fragment], lex: &mut Lexicon) -> Tex
     tokens.sort_unstable();
     tokens.dedup();
     let rewrite = parts.first().is_some_and(|f| f.rewrite_notice);
-    build(bits, tokens, keys, claim, reason, (credential, tool, failure, rewrite), 0.0, bytes, lex)
+    build(bits, tokens, keys, claim, reason, (credential, tool, failure, rewrite), 0.0, bytes)
 }
 
 /// Features of a retrieval query.
@@ -731,7 +754,7 @@ mod tests {
         let fs: Vec<Fragment> = parts.iter().map(|p| experience_fragment(p, &mut lex)).collect();
         let refs: Vec<&Fragment> = fs.iter().collect();
         assert!(composable(&refs));
-        assert_eq!(compose(&i, &refs, &mut lex), whole);
+        assert_eq!(compose(&i, &refs), whole);
         assert_eq!(whole.claim_letter, Some(0));
         assert_eq!(whole.soft_instruction_hits, 1);
     }
@@ -756,6 +779,23 @@ mod tests {
             let src = p.lower[i].as_str().to_lowercase();
             let stripped = src.replace("(?i)", "").replace("\\b", "");
             assert!(stripped.contains(&lit[..3.min(lit.len())]), "pattern {i} {src} vs {lit}");
+        }
+    }
+
+    #[test]
+    fn the_reason_parser_matches_the_regex() {
+        let re = Regex::new(r"(?i)\breason:\s*([^\n]*?)(?:final answer|$)").unwrap();
+        for t in [
+            "reason: a b c. final answer: b",
+            "x\nreason:   lorn vexa is best. final answer: a trailing",
+            "treason: no\nreason: yes",
+            "reason: first line\nreason: second final answer: c",
+            "reason:\n\n  after blank final answer: d",
+            "no reason here",
+            "reason: until the end",
+        ] {
+            let want = re.captures(t).map(|c| c[1].to_string());
+            assert_eq!(reason_ascii(t).map(str::to_string), want, "{t:?}");
         }
     }
 

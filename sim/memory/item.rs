@@ -18,14 +18,29 @@ pub const LINEAGE_MARKERS: [&str; 7] = [
 
 /// Bit i set when `LINEAGE_MARKERS[i]` is a substring of any string of `strings`.
 pub fn marker_bits(strings: &[String]) -> u8 {
+    thread_local! {
+        static SEEN: std::cell::RefCell<rustc_hash::FxHashMap<String, u8>> = Default::default();
+    }
     // Every marker has an underscore and at least 11 bytes: shorter strings cannot hold one.
     let mut bits = 0u8;
     for p in strings.iter().filter(|p| p.len() >= 11 && p.contains('_')) {
-        for (i, m) in LINEAGE_MARKERS.iter().enumerate() {
-            if p.contains(m) {
-                bits |= 1 << i;
+        bits |= SEEN.with(|seen| {
+            if let Some(b) = seen.borrow().get(p.as_str()) {
+                return *b;
             }
-        }
+            let mut b = 0u8;
+            for (i, m) in LINEAGE_MARKERS.iter().enumerate() {
+                if p.contains(m) {
+                    b |= 1 << i;
+                }
+            }
+            let mut seen = seen.borrow_mut();
+            if seen.len() > 1 << 16 {
+                seen.clear();
+            }
+            seen.insert(p.clone(), b);
+            b
+        });
     }
     bits
 }

@@ -139,6 +139,8 @@ struct Question {
     cues: Vec<String>,
     options: Vec<String>,
     option_words: Vec<Vec<String>>,
+    /// Global ids of the option words (subject × words_per_subject + index), for cheap overlap.
+    option_ids: Vec<Vec<u32>>,
     truth: TaskTruth,
 }
 
@@ -175,7 +177,7 @@ impl McqWorkload {
                 if pool.len() == cfg.pool as usize {
                     break 'outer;
                 }
-                pool.push(make_question(s, n, words, &mut rng));
+                pool.push(make_question(s, n, words, (s * words.len()) as u32, &mut rng));
             }
         }
         let order = build_stream(cfg, &pool, &mut rng);
@@ -220,10 +222,12 @@ impl McqWorkload {
     }
 }
 
-fn make_question(subject: usize, n: usize, words: &[String], rng: &mut SimRng) -> Question {
+fn make_question(subject: usize, n: usize, words: &[String], base: u32, rng: &mut SimRng) -> Question {
     let picks = rng.sample_indices(words.len(), 12);
     let w = |i: usize| words[picks[i]].clone();
     let option_words: Vec<Vec<String>> = (0..4).map(|k| vec![w(2 * k), w(2 * k + 1)]).collect();
+    let option_ids: Vec<Vec<u32>> =
+        (0..4).map(|k| vec![base + picks[2 * k] as u32, base + picks[2 * k + 1] as u32]).collect();
     let cues: Vec<String> = (8..12).map(w).collect();
     let stem = STEMS[rng.index(STEMS.len())]
         .replace("{0}", &cues[0])
@@ -248,12 +252,18 @@ fn make_question(subject: usize, n: usize, words: &[String], rng: &mut SimRng) -
         cues,
         options,
         option_words,
+        option_ids,
         truth: TaskTruth { gold, difficulty, plausibility },
     }
 }
 
-fn wrong_words(q: &Question) -> Vec<&String> {
-    q.option_words.iter().enumerate().filter(|(k, _)| *k != q.truth.gold as usize).flat_map(|(_, w)| w).collect()
+fn wrong_ids(q: &Question) -> Vec<u32> {
+    q.option_ids
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| *k != q.truth.gold as usize)
+        .flat_map(|(_, w)| w.iter().copied())
+        .collect()
 }
 
 fn build_stream(cfg: &McqConfig, pool: &[Question], rng: &mut SimRng) -> Vec<usize> {
@@ -280,13 +290,13 @@ fn build_stream(cfg: &McqConfig, pool: &[Question], rng: &mut SimRng) -> Vec<usi
                 for _ in 0..3 {
                     out.push(rng.index(n));
                 }
-                let wrong = wrong_words(&pool[anchor]);
+                let wrong = wrong_ids(&pool[anchor]);
                 let lo = anchor.saturating_sub(200);
                 let hi = (anchor + 200).min(n - 1);
                 let mut related: Vec<(usize, usize)> = (lo..=hi)
                     .filter(|&j| j != anchor)
                     .map(|j| {
-                        let shared = pool[j].option_words.iter().flatten().filter(|w| wrong.contains(w)).count();
+                        let shared = pool[j].option_ids.iter().flatten().filter(|w| wrong.contains(w)).count();
                         let same_subject = usize::from(pool[j].subject == pool[anchor].subject);
                         (j, shared * 2 + same_subject)
                     })

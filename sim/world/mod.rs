@@ -182,6 +182,8 @@ pub struct World<'a> {
     intent_cache: HashMap<u64, Rc<[f32]>>,
     sentence_bodies: HashMap<(ItemId, render::SentenceKind), (Rc<str>, Rc<Fragment>)>,
     sentence_intros: HashMap<render::SentenceKind, Rc<Fragment>>,
+    intent_fragments: HashMap<String, Rc<Fragment>>,
+    part_fragments: HashMap<String, Rc<Fragment>>,
     pair_intents: HashMap<(u32, u32), (Rc<str>, Rc<Fragment>)>,
     task_frags: Option<TaskFragments>,
     oracle: Oracle,
@@ -261,6 +263,8 @@ impl<'a> World<'a> {
             intent_cache: HashMap::default(),
             sentence_bodies: HashMap::default(),
             sentence_intros: HashMap::default(),
+            intent_fragments: HashMap::default(),
+            part_fragments: HashMap::default(),
             pair_intents: HashMap::default(),
             task_frags: None,
             oracle: Oracle::new(),
@@ -721,12 +725,39 @@ impl<'a> World<'a> {
         frags.extend(parts.iter().map(|f| f.as_ref()));
         frags.push(&footer);
         let features = if composable(&frags) {
-            compose(&intent_frag, &frags, &mut self.lex)
+            compose(&intent_frag, &frags)
         } else {
             analyze(&intent, &experience, &mut self.lex)
         };
         debug_assert_eq!(features, analyze(&intent, &experience, &mut self.lex), "composed handoff features");
         (intent.to_string(), experience, features)
+    }
+
+    /// Experience text and features of a memory assembled from parts given as (text, canonical
+    /// text): fragments are analysed once per canonical text and composed; debug builds assert
+    /// the result equals a whole-text scan.
+    fn composed(&mut self, intent: &str, parts: &[(String, String)]) -> (String, TextFeatures) {
+        let get = |this: &mut Self, key: &str, is_intent: bool| -> Rc<Fragment> {
+            let cache = if is_intent { &mut this.intent_fragments } else { &mut this.part_fragments };
+            if let Some(f) = cache.get(key) {
+                return f.clone();
+            }
+            let f = Rc::new(if is_intent {
+                intent_fragment(key, &mut this.lex)
+            } else {
+                experience_fragment(key, &mut this.lex)
+            });
+            let cache = if is_intent { &mut this.intent_fragments } else { &mut this.part_fragments };
+            cache.insert(key.to_string(), f.clone());
+            f
+        };
+        let i = get(self, intent, true);
+        let frags: Vec<Rc<Fragment>> = parts.iter().map(|(_, canonical)| get(self, canonical, false)).collect();
+        let experience: String = parts.iter().map(|(text, _)| text.as_str()).collect();
+        let refs: Vec<&Fragment> = frags.iter().map(|f| f.as_ref()).collect();
+        let features = if composable(&refs) { compose(&i, &refs) } else { analyze(intent, &experience, &mut self.lex) };
+        debug_assert_eq!(features, analyze(intent, &experience, &mut self.lex), "composed features");
+        (experience, features)
     }
 
     /// The text embedding of item `id`, computed on first use.
@@ -1035,8 +1066,8 @@ impl<'a> World<'a> {
                     continue;
                 }
                 let Some(ans) = st.answers[last][a as usize] else { continue };
-                let (intent, experience) = render::outcome_text(t, a, ans.choice, truth.gold, proto.feedback);
-                let features = self.features(&intent, &experience);
+                let (intent, parts) = render::outcome_parts(t, a, ans.choice, truth.gold, proto.feedback);
+                let (experience, features) = self.composed(&intent, &parts);
                 let name = format!("benign_stream_{task}_{}_agent_{a}", t.id);
                 let mut item = MemoryItem::new(name, intent, experience, features);
                 let correct = ans.choice == truth.gold;

@@ -89,26 +89,33 @@ pub fn sentence_body(f: &TextFeatures, kind: SentenceKind) -> Option<String> {
     }
 }
 
-/// A benign agent's private self-outcome memory (spec §1.1).
-pub fn outcome_text(task: &Task, agent: u32, choice: u8, gold: u8, feedback: FeedbackPolicy) -> (String, String) {
-    let out = output_text(task, choice, false);
+/// A benign agent's private self-outcome memory (spec §1.1): its intent and the parts of its
+/// experience, each as (text, canonical text). The canonical text has the agent number zeroed;
+/// a standalone number forms no token and matches no pattern, so both have the same features
+/// and the canonical one serves as a cache key. Part boundaries never split a pattern match.
+pub fn outcome_parts(
+    task: &Task,
+    agent: u32,
+    choice: u8,
+    gold: u8,
+    feedback: FeedbackPolicy,
+) -> (String, Vec<(String, String)>) {
     let intent = format!("MMLU self/task experience for question: {}", task.question);
-    let experience = if feedback == FeedbackPolicy::None {
-        format!(
-            "In task {}, Agent {agent} produced this task experience: {out} Agent {agent}'s extracted answer was {}. No outcome feedback was available. Use this as weak self-history for similar MMLU tasks.",
-            task.id,
-            letter(choice)
-        )
+    let opening = |a: u32| format!("In task {}, Agent {a} produced this task experience: ", task.id);
+    let extracted = |a: u32| format!(" Agent {a}'s extracted answer was {}. ", letter(choice));
+    let out = output_text(task, choice, false);
+    let tail = if feedback == FeedbackPolicy::None {
+        "No outcome feedback was available. Use this as weak self-history for similar MMLU tasks.".to_string()
     } else {
         format!(
-            "In task {}, Agent {agent} produced this task experience: {out} Agent {agent}'s extracted answer was {}. The verified correct answer was {}. Outcome: {}. Use this as weak self-history for similar MMLU tasks, and prefer patterns that were verified correct.",
-            task.id,
-            letter(choice),
+            "The verified correct answer was {}. Outcome: {}. Use this as weak self-history for similar MMLU tasks, and prefer patterns that were verified correct.",
             letter(gold),
             if choice == gold { "correct" } else { "incorrect" }
         )
     };
-    (intent, experience)
+    let parts =
+        vec![(opening(agent), opening(0)), (out.clone(), out), (extracted(agent), extracted(0)), (tail.clone(), tail)];
+    (intent, parts)
 }
 
 /// A team promotion memory (spec §1.1).
