@@ -112,3 +112,51 @@ fn no_cross_agent_equals_full_maple_exactly_when_the_broker_is_inert() {
         assert_eq!(a.rounds == b.rounds, equal, "{mt}");
     }
 }
+
+/// Strict comparison protocol (spec §3.6, C10): the ledger sets metadata, so MINJA-strong
+/// copies (external channel, claims) are quarantined at the write gate.
+#[test]
+fn the_strict_ledger_quarantines_minja_at_write() {
+    let ls = common::load(&common::small("protocol: (provenance: StrictLedger),", 10));
+    let r = run_scenario(&ls, 3);
+    let maple = &r.arms[1];
+    let at_write = maple.poison_stops.get("write:unverified_provenance_answer_claim").copied().unwrap_or(0);
+    assert_eq!(at_write, 40, "all 4 copies of 10 tasks: {:?}", maple.poison_stops);
+    assert_eq!(maple.pmwr, 0.0);
+}
+
+/// Feedback policy `None`: no Q, trust or reputation learning at all.
+#[test]
+fn feedback_none_freezes_reputation_and_q() {
+    let ls = common::load(&common::small("protocol: (feedback: None),", 12));
+    let s = &ls.scenario;
+    let (run, insp) = World::new(s, &ls.profile, &s.arms[0], 3, false).run_inspected();
+    assert_eq!(run.summary.final_reputation, 0.5);
+    for it in insp.bank.items() {
+        assert_eq!(it.success_count + it.failure_count, 0, "{}", it.name);
+    }
+    let full = common::load(&common::small("", 12));
+    let (run, _) = World::new(&full.scenario, &full.profile, &full.scenario.arms[0], 3, false).run_inspected();
+    assert_ne!(run.summary.final_reputation, 0.5);
+}
+
+/// Counted attackers go where the placement says: on the wheel the hub has the highest degree.
+#[test]
+fn attackers_are_placed_by_degree() {
+    use memlink::topology::CommGraph;
+    use memlink::world::place_attackers;
+    let hi = common::load(
+        &common::small("", 4).replace("attackers: Ids([0, 1, 5]),", "attackers: Count(1), placement: HighestDegree,"),
+    );
+    let g = CommGraph::build(&hi.scenario.topology, 8, &memlink::engine::Streams::new(1));
+    assert_eq!(place_attackers(&hi.scenario, &g, &memlink::engine::Streams::new(1)), vec![0]);
+    let lo = common::load(
+        &common::small("", 4).replace("attackers: Ids([0, 1, 5]),", "attackers: Count(2), placement: LowestDegree,"),
+    );
+    let picked = place_attackers(&lo.scenario, &g, &memlink::engine::Streams::new(1));
+    assert!(!picked.contains(&0) && picked.len() == 2);
+    let rnd = common::load(&common::small("", 4).replace("attackers: Ids([0, 1, 5]),", "attackers: Count(3),"));
+    let a = place_attackers(&rnd.scenario, &g, &memlink::engine::Streams::new(1));
+    assert_eq!(a, place_attackers(&rnd.scenario, &g, &memlink::engine::Streams::new(1)));
+    assert_eq!(a.len(), 3);
+}

@@ -180,8 +180,11 @@ pub struct World<'a> {
     embedder: Embedder,
     bank: MemoryBank,
     intent_cache: HashMap<u64, Rc<[f32]>>,
-    sentence_bodies: HashMap<(ItemId, render::SentenceKind), (Rc<str>, Rc<Fragment>)>,
+    sentence_bodies: HashMap<Rc<str>, Rc<Fragment>>,
     sentence_intros: HashMap<render::SentenceKind, Rc<Fragment>>,
+    intro_texts: HashMap<(render::SentenceKind, u32), Rc<str>>,
+    agent_labels: Vec<String>,
+    round_labels: Vec<String>,
     intent_fragments: HashMap<String, Rc<Fragment>>,
     part_fragments: HashMap<String, Rc<Fragment>>,
     pair_intents: HashMap<(u32, u32), (Rc<str>, Rc<Fragment>)>,
@@ -263,6 +266,9 @@ impl<'a> World<'a> {
             intent_cache: HashMap::default(),
             sentence_bodies: HashMap::default(),
             sentence_intros: HashMap::default(),
+            intro_texts: HashMap::default(),
+            agent_labels: (0..scn.agents).map(|a| format!("agent_{a}")).collect(),
+            round_labels: (0..=scn.protocol.rounds).map(|r| format!("pre_round_{r}")).collect(),
             intent_fragments: HashMap::default(),
             part_fragments: HashMap::default(),
             pair_intents: HashMap::default(),
@@ -626,9 +632,9 @@ impl<'a> World<'a> {
         item.allowed_task_classes = vec![t.class.to_string()];
         item.set_parents(vec![
             t.id.clone(),
-            format!("pre_round_{}", round + 1),
-            format!("agent_{src}"),
-            format!("agent_{dst}"),
+            self.round_labels[round as usize + 1].clone(),
+            self.agent_labels[src as usize].clone(),
+            self.agent_labels[dst as usize].clone(),
             "memory_handoff".into(),
         ]);
         item.source_agent_trust = self.reputation;
@@ -693,7 +699,14 @@ impl<'a> World<'a> {
         let mut experience = render::handoff_header(t, round, src, dst);
         let mut parts: Vec<Rc<Fragment>> = Vec::with_capacity(8);
         for (kind, id) in kinds {
-            let intro = render::sentence_intro(kind, src);
+            let intro = match self.intro_texts.get(&(kind, src)) {
+                Some(x) => x.clone(),
+                None => {
+                    let x: Rc<str> = render::sentence_intro(kind, src).into();
+                    self.intro_texts.insert((kind, src), x.clone());
+                    x
+                }
+            };
             let intro_frag = match self.sentence_intros.get(&kind) {
                 Some(f) => f.clone(),
                 None => {
@@ -704,20 +717,18 @@ impl<'a> World<'a> {
             };
             experience.push_str(&intro);
             parts.push(intro_frag);
-            if let Some(id) = id {
-                let body = match self.sentence_bodies.get(&(id, kind)) {
-                    Some(x) => Some(x.clone()),
-                    None => render::sentence_body(&self.bank.get(id).features, kind).map(|text| {
+            // Bodies are cached by their text: the copies of one payload share it.
+            if let Some(text) = id.and_then(|id| render::sentence_body(&self.bank.get(id).features, kind)) {
+                let f = match self.sentence_bodies.get(text.as_str()) {
+                    Some(f) => f.clone(),
+                    None => {
                         let f = Rc::new(experience_fragment(&text, &mut self.lex));
-                        let x = (Rc::<str>::from(text), f);
-                        self.sentence_bodies.insert((id, kind), x.clone());
-                        x
-                    }),
+                        self.sentence_bodies.insert(text.as_str().into(), f.clone());
+                        f
+                    }
                 };
-                if let Some((text, f)) = body {
-                    experience.push_str(&text);
-                    parts.push(f);
-                }
+                experience.push_str(&text);
+                parts.push(f);
             }
         }
         experience.push_str(&footer_text);
@@ -760,15 +771,14 @@ impl<'a> World<'a> {
         (experience, features)
     }
 
-    /// The text embedding of item `id`, computed on first use.
-    fn text_embedding(&mut self, id: ItemId) -> Vec<f32> {
-        if let Some(e) = self.bank.text_embedding(id) {
-            return e.to_vec();
+    /// Cosine of `query` and the text embedding of item `id` (computed on first use).
+    fn text_similarity(&mut self, id: ItemId, query: &[f32]) -> f64 {
+        if self.bank.text_embedding(id).is_none() {
+            let it = self.bank.get(id);
+            let e = self.embedder.embed(&it.features.tokens, Embedder::text_key(&it.experience), &self.lex);
+            self.bank.set_text_embedding(id, e);
         }
-        let it = self.bank.get(id);
-        let e = self.embedder.embed(&it.features.tokens, Embedder::text_key(&it.experience), &self.lex);
-        self.bank.set_text_embedding(id, e.clone());
-        e
+        cosine(query, self.bank.text_embedding(id).expect("just set"))
     }
 
     /// An agent retrieves and answers.
@@ -928,7 +938,7 @@ impl<'a> World<'a> {
             let sim = match known {
                 Some(s) => s,
                 None => {
-                    let s = cosine(&query_emb, &self.text_embedding(*id));
+                    let s = self.text_similarity(*id, &query_emb);
                     self.cur.as_mut().expect("task").text_sims.insert(*id, s);
                     s
                 }

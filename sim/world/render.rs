@@ -24,11 +24,32 @@ pub fn output_text(task: &Task, choice: u8, steered: bool) -> String {
 
 /// The header of a handoff summary (ends at a sentence boundary).
 pub fn handoff_header(task: &Task, round: u32, src: u32, dst: u32) -> String {
-    format!(
-        "Receiver-side memory consolidation for task {}, round {}. Agent {dst}'s memory manager summarized a topology-visible report from Agent {src}: ",
-        task.id,
-        round + 1
-    )
+    // Built by pushes rather than `format!`: this runs for every handoff.
+    let mut s = String::with_capacity(640);
+    s.push_str("Receiver-side memory consolidation for task ");
+    s.push_str(&task.id);
+    s.push_str(", round ");
+    push_num(&mut s, round + 1);
+    s.push_str(". Agent ");
+    push_num(&mut s, dst);
+    s.push_str("'s memory manager summarized a topology-visible report from Agent ");
+    push_num(&mut s, src);
+    s.push_str(": ");
+    s
+}
+
+fn push_num(s: &mut String, mut n: u32) {
+    let mut buf = [0u8; 10];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    s.push_str(std::str::from_utf8(&buf[i..]).expect("digits"));
 }
 
 /// The footer of a handoff summary: the retrieval cue of the current task.
