@@ -393,7 +393,7 @@ impl Recorder {
         for (id, p) in oracle.all_poison(&ACCESS) {
             written += 1;
             handoffs += u64::from(p.origin == PoisonOrigin::Handoff);
-            active += u64::from(bank.get(*id).status == Status::Active);
+            active += u64::from(bank.get(id).status == Status::Active);
         }
         let rounds = self
             .rounds

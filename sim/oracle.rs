@@ -40,7 +40,8 @@ pub struct PoisonRecord {
 /// The evaluator's truth of one run.
 #[derive(Clone, Debug, Default)]
 pub struct Oracle {
-    poison: BTreeMap<ItemId, PoisonRecord>,
+    /// Poison records indexed by item id (dense: item ids are arena indices).
+    poison: Vec<Option<PoisonRecord>>,
     attempted_direct: u64,
     answers: BTreeMap<u32, u8>,
 }
@@ -56,7 +57,11 @@ impl Oracle {
         if record.origin == PoisonOrigin::Direct {
             self.attempted_direct += 1;
         }
-        self.poison.insert(id, record);
+        let i = id as usize;
+        if self.poison.len() <= i {
+            self.poison.resize(i + 1, None);
+        }
+        self.poison[i] = Some(record);
     }
 
     /// Records the correct answer of `task`.
@@ -66,17 +71,17 @@ impl Oracle {
 
     /// Whether `id` is poison.
     pub fn is_poison(&self, id: ItemId, _: &EvaluatorAccess) -> bool {
-        self.poison.contains_key(&id)
+        self.poison.get(id as usize).is_some_and(Option::is_some)
     }
 
     /// The record of poison item `id`.
     pub fn poison(&self, id: ItemId, _: &EvaluatorAccess) -> Option<&PoisonRecord> {
-        self.poison.get(&id)
+        self.poison.get(id as usize).and_then(Option::as_ref)
     }
 
     /// All poison records in id order.
-    pub fn all_poison(&self, _: &EvaluatorAccess) -> impl Iterator<Item = (&ItemId, &PoisonRecord)> {
-        self.poison.iter()
+    pub fn all_poison(&self, _: &EvaluatorAccess) -> impl Iterator<Item = (ItemId, &PoisonRecord)> {
+        self.poison.iter().enumerate().filter_map(|(i, p)| p.as_ref().map(|p| (i as ItemId, p)))
     }
 
     /// Number of direct poison writes attempted.

@@ -103,15 +103,21 @@ pub struct MemoryBank {
 impl MemoryBank {
     /// An empty bank for `agents` agents with embeddings of dimension `dim`.
     pub fn new(agents: usize, dim: usize) -> Self {
+        Self::with_capacity(agents, dim, 0)
+    }
+
+    /// An empty bank with room for `items` items, so a run does not keep moving a growing
+    /// arena.
+    pub fn with_capacity(agents: usize, dim: usize, items: usize) -> Self {
         MemoryBank {
-            items: Vec::new(),
+            items: Vec::with_capacity(items),
             text_embeddings: Vec::new(),
             intent_table: Vec::new(),
             dim,
             private: vec![Store::default(); agents],
             shared: Store::default(),
             quarantine: Vec::new(),
-            location: Vec::new(),
+            location: Vec::with_capacity(items),
         }
     }
 

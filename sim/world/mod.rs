@@ -159,10 +159,6 @@ struct TaskState {
     /// agent, then the shared store); extended as stores gain groups. Groups are only ever
     /// appended, and the query is fixed for the task, so a cached value stays right.
     group_sims: Vec<Vec<f64>>,
-    /// Text similarity of this task's query to items scored so far.
-    text_sims: HashMap<ItemId, f64>,
-    /// Read verdicts so far, by (item, reader, cluster share bits), when the guard is pure.
-    verdicts: HashMap<(ItemId, u32, u64), crate::guard::ReadVerdict>,
 }
 
 /// One run of one arm.
@@ -181,6 +177,14 @@ pub struct World<'a> {
     bank: MemoryBank,
     intent_cache: HashMap<u64, Rc<[f32]>>,
     sentence_bodies: HashMap<Rc<str>, Rc<Fragment>>,
+    /// Per item: (stamp, text similarity to the current task's query); valid when the stamp is
+    /// the current task's. Item metadata and the query are fixed within a task.
+    sim_memo: Vec<(u32, f64)>,
+    /// Per item: (stamp, reader, cluster share bits, verdict) of its last read this task, when
+    /// the guard is pure.
+    verdict_memo: Vec<(u32, u32, u64, crate::guard::ReadVerdict)>,
+    memo_stamp: u32,
+    body_texts: HashMap<(ItemId, render::SentenceKind), Option<Rc<str>>>,
     sentence_intros: HashMap<render::SentenceKind, Rc<Fragment>>,
     intro_texts: HashMap<(render::SentenceKind, u32), Rc<str>>,
     agent_labels: Vec<String>,
@@ -250,6 +254,7 @@ impl<'a> World<'a> {
             embedder.mark_content(s);
         }
         let benign = u64::from(scn.agents) - attacker_ids.len() as u64;
+        let capacity = expected_items(scn, &graph);
         World {
             scn,
             streams,
@@ -262,9 +267,13 @@ impl<'a> World<'a> {
             workload,
             lex,
             embedder,
-            bank: MemoryBank::new(scn.agents as usize, scn.embedding_dim),
+            bank: MemoryBank::with_capacity(scn.agents as usize, scn.embedding_dim, capacity),
             intent_cache: HashMap::default(),
             sentence_bodies: HashMap::default(),
+            sim_memo: Vec::new(),
+            verdict_memo: Vec::new(),
+            memo_stamp: 0,
+            body_texts: HashMap::default(),
             sentence_intros: HashMap::default(),
             intro_texts: HashMap::default(),
             agent_labels: (0..scn.agents).map(|a| format!("agent_{a}")).collect(),
@@ -486,9 +495,9 @@ impl<'a> World<'a> {
             query_emb,
             option_tokens,
             group_sims: vec![Vec::new(); n + 1],
-            text_sims: HashMap::default(),
-            verdicts: HashMap::default(),
         };
+        // A new query: every cached similarity and verdict is stale.
+        self.memo_stamp += 1;
         if t.poisoning
             && !self.attacker_ids.is_empty()
             && let AttackConfig::Minja(cfg) = &self.scn.attack
@@ -718,12 +727,20 @@ impl<'a> World<'a> {
             experience.push_str(&intro);
             parts.push(intro_frag);
             // Bodies are cached by their text: the copies of one payload share it.
-            if let Some(text) = id.and_then(|id| render::sentence_body(&self.bank.get(id).features, kind)) {
-                let f = match self.sentence_bodies.get(text.as_str()) {
+            let body = id.and_then(|id| match self.body_texts.get(&(id, kind)) {
+                Some(t) => t.clone(),
+                None => {
+                    let t: Option<Rc<str>> = render::sentence_body(&self.bank.get(id).features, kind).map(Into::into);
+                    self.body_texts.insert((id, kind), t.clone());
+                    t
+                }
+            });
+            if let Some(text) = body {
+                let f = match self.sentence_bodies.get(&text) {
                     Some(f) => f.clone(),
                     None => {
                         let f = Rc::new(experience_fragment(&text, &mut self.lex));
-                        self.sentence_bodies.insert(text.as_str().into(), f.clone());
+                        self.sentence_bodies.insert(text.clone(), f.clone());
                         f
                     }
                 };
@@ -934,27 +951,30 @@ impl<'a> World<'a> {
                 Some(key) => keys.iter().filter(|k| **k == Some(key)).count() as f64 / keyed.max(1) as f64,
                 None => 0.0,
             };
-            let known = self.cur.as_ref().expect("task").text_sims.get(id).copied();
-            let sim = match known {
-                Some(s) => s,
-                None => {
-                    let s = self.text_similarity(*id, &query_emb);
-                    self.cur.as_mut().expect("task").text_sims.insert(*id, s);
-                    s
-                }
+            let i = *id as usize;
+            if self.sim_memo.len() <= i {
+                self.sim_memo.resize(self.bank.len(), (0, 0.0));
+                self.verdict_memo.resize(self.bank.len(), (0, 0, 0, crate::guard::ReadVerdict { score: 0.0, blocked: None }));
+            }
+            let stamp = self.memo_stamp;
+            let sim = if self.sim_memo[i].0 == stamp {
+                self.sim_memo[i].1
+            } else {
+                let s = self.text_similarity(*id, &query_emb);
+                self.sim_memo[i] = (stamp, s);
+                s
             };
-            let memo_key = (*id, agent, share.to_bits());
             let pure = self.guard.score_is_pure();
-            let st = self.cur.as_ref().expect("task");
-            let v = match st.verdicts.get(&memo_key).filter(|_| pure) {
-                Some(v) => *v,
-                None => {
-                    let v = self.guard.score(self.bank.get(*id), &st.query, sim, share, reader);
-                    if pure {
-                        self.cur.as_mut().expect("task").verdicts.insert(memo_key, v);
-                    }
-                    v
+            let m = self.verdict_memo[i];
+            let v = if pure && m.0 == stamp && m.1 == agent && m.2 == share.to_bits() {
+                m.3
+            } else {
+                let st = self.cur.as_ref().expect("task");
+                let v = self.guard.score(self.bank.get(*id), &st.query, sim, share, reader);
+                if pure {
+                    self.verdict_memo[i] = (stamp, agent, share.to_bits(), v);
                 }
+                v
             };
             let floor_block = self.guard.min_score().is_some_and(|m| v.score < m);
             match v.blocked.or(floor_block.then_some("low_score")) {
@@ -1207,6 +1227,14 @@ fn policy_name(p: PromotionPolicy) -> &'static str {
         PromotionPolicy::RetrievedPrivate => "retrieved_private",
         PromotionPolicy::AcceptedRetrievedPrivate => "accepted_retrieved_private",
     }
+}
+
+/// A generous estimate of the items a run writes (handoffs on every edge before every round
+/// after the first, outcome memories, poison copies, promotions), to size the arena once.
+fn expected_items(scn: &Scenario, graph: &CommGraph) -> usize {
+    let WorkloadConfig::Mmlu(w) = &scn.workload;
+    let per_task = graph.edge_count() * scn.protocol.rounds.saturating_sub(1) as usize + scn.agents as usize + 8;
+    (w.tasks as usize * per_task).min(1 << 22)
 }
 
 fn argmax(xs: &[f64]) -> u8 {
