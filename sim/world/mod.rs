@@ -954,7 +954,8 @@ impl<'a> World<'a> {
             let i = *id as usize;
             if self.sim_memo.len() <= i {
                 self.sim_memo.resize(self.bank.len(), (0, 0.0));
-                self.verdict_memo.resize(self.bank.len(), (0, 0, 0, crate::guard::ReadVerdict { score: 0.0, blocked: None }));
+                self.verdict_memo
+                    .resize(self.bank.len(), (0, 0, 0, crate::guard::ReadVerdict { score: 0.0, blocked: None }));
             }
             let stamp = self.memo_stamp;
             let sim = if self.sim_memo[i].0 == stamp {
