@@ -147,3 +147,67 @@ impl Embedder {
         fnv(text.as_bytes())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{StreamKind, Streams};
+    use crate::text::{Lexicon, tokens_of};
+    use crate::workload::{McqConfig, McqWorkload};
+
+    fn stats(xs: &[f64]) -> (f64, f64) {
+        let m = xs.iter().sum::<f64>() / xs.len() as f64;
+        let v = xs.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / xs.len() as f64;
+        (m, v.sqrt())
+    }
+
+    /// Unrelated questions sit at cosine ≈ 0.19 ± 0.09 as with a real embedder; questions that
+    /// share content words sit higher, and a memory about the same question higher still.
+    #[test]
+    fn cosine_distribution_resembles_a_real_embedder() {
+        let streams = Streams::new(9);
+        let w = McqWorkload::generate(&McqConfig { tasks: 300, ..McqConfig::default() }, &streams);
+        let mut lex = Lexicon::new();
+        let mut e = Embedder::new(64, streams.seed_of(StreamKind::Embedding, &[]));
+        for v in w.vocabulary() {
+            let s = lex.intern(v);
+            e.mark_content(s);
+        }
+        let tasks = w.tasks();
+        let embs: Vec<(Vec<Sym>, Vec<f32>)> = tasks
+            .iter()
+            .map(|t| {
+                let tok = tokens_of(&t.query.to_lowercase(), &mut lex);
+                let v = e.embed(&tok, Embedder::text_key(&t.query), &lex);
+                let content: Vec<Sym> = tok.into_iter().filter(|s| e.is_content(*s)).collect();
+                (content, v)
+            })
+            .collect();
+        let (mut unrelated, mut related) = (Vec::new(), Vec::new());
+        for i in 0..tasks.len() {
+            for j in i + 1..tasks.len() {
+                if tasks[i].id == tasks[j].id {
+                    continue;
+                }
+                let shared = crate::text::intersection_size(&embs[i].0, &embs[j].0);
+                let c = cosine(&embs[i].1, &embs[j].1);
+                if shared == 0 {
+                    unrelated.push(c)
+                } else if shared >= 3 {
+                    related.push(c)
+                }
+            }
+        }
+        let (mu, su) = stats(&unrelated);
+        let (mr, _) = stats(&related);
+        assert!((0.15..=0.23).contains(&mu), "unrelated mean {mu}");
+        assert!((0.06..=0.12).contains(&su), "unrelated sd {su}");
+        assert!(mr > mu + 0.1, "related {mr} vs unrelated {mu}");
+        // A memory that restates a question's content words is closer than any related question.
+        let t = &tasks[0];
+        let memo = format!("User preference note for cues [{}] toward option A ({})", t.cues.join(", "), t.options[0]);
+        let tok = tokens_of(&memo.to_lowercase(), &mut lex);
+        let m = e.embed(&tok, Embedder::text_key(&memo), &lex);
+        assert!(cosine(&embs[0].1, &m) > mr, "same-task memory {}", cosine(&embs[0].1, &m));
+    }
+}
