@@ -301,7 +301,7 @@ pub struct TextFeatures {
     /// First answer key (A–E) found, as an index 0–4.
     pub answer_key: Option<u8>,
     /// Overlap tokens (sorted, deduplicated, stopwords removed).
-    pub tokens: Vec<Sym>,
+    pub tokens: Tokens,
     /// Tokens of the claim the text makes (the option text it binds to, or its Reason line).
     pub claim_tokens: Vec<Sym>,
     /// Letter of the claim, when the claim names one.
@@ -324,6 +324,51 @@ impl TextFeatures {
     /// Instruction-likeness under the chosen FORBIDDEN semantics.
     pub fn instruction_like(&self, fix_case_quirk: bool) -> bool {
         if fix_case_quirk { self.forbidden_fixed } else { self.forbidden_quirk }
+    }
+}
+
+/// The overlap tokens of a memory text: either already merged, or the fragments they come from,
+/// merged on first use (most handoff summaries are never scored, so most never need them).
+#[derive(Clone, Debug, Default)]
+pub struct Tokens {
+    merged: std::cell::OnceCell<Vec<Sym>>,
+    sources: Option<Rc<[Rc<Fragment>]>>,
+}
+
+impl Tokens {
+    /// Tokens already merged.
+    pub fn from_vec(v: Vec<Sym>) -> Self {
+        Tokens { merged: std::cell::OnceCell::from(v), sources: None }
+    }
+
+    fn lazy(sources: Rc<[Rc<Fragment>]>) -> Self {
+        Tokens { merged: std::cell::OnceCell::new(), sources: Some(sources) }
+    }
+
+    /// The sorted, deduplicated tokens.
+    pub fn get(&self) -> &[Sym] {
+        self.merged.get_or_init(|| {
+            let frags = self.sources.as_deref().unwrap_or(&[]);
+            let mut v: Vec<Sym> = Vec::with_capacity(frags.iter().map(|f| f.tokens.len()).sum());
+            for f in frags {
+                v.extend_from_slice(&f.tokens);
+            }
+            v.sort_unstable();
+            v.dedup();
+            v
+        })
+    }
+}
+
+impl PartialEq for Tokens {
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get()
+    }
+}
+
+impl From<Vec<Sym>> for Tokens {
+    fn from(v: Vec<Sym>) -> Self {
+        Tokens::from_vec(v)
     }
 }
 
@@ -523,7 +568,7 @@ pub fn experience_fragment(text: &str, lex: &mut Lexicon) -> Fragment {
 #[allow(clippy::too_many_arguments)]
 fn build(
     bits: u64,
-    tokens: Vec<Sym>,
+    tokens: Tokens,
     keys: [Option<u8>; 4],
     claim: Option<&Claim>,
     reason: Option<&Vec<Sym>>,
@@ -586,12 +631,21 @@ pub fn analyze(intent: &str, experience: &str, lex: &mut Lexicon) -> TextFeature
         experience.starts_with(REWRITE_PREFIX),
     );
     let rare = if whole.rare_needles { rare_trigger_risk(&original, &lower) } else { 0.0 };
-    build(whole.bits, whole.tokens, whole.answer_keys, claim.as_ref(), reason.as_ref(), flags, rare, original.len())
+    build(
+        whole.bits,
+        whole.tokens.into(),
+        whole.answer_keys,
+        claim.as_ref(),
+        reason.as_ref(),
+        flags,
+        rare,
+        original.len(),
+    )
 }
 
 /// Whether [`compose`] is exact for fragments analysed from these texts: none may contain a
 /// rare-trigger needle (the five-words rule scans across sentences).
-pub fn composable(fragments: &[&Fragment]) -> bool {
+pub fn composable(fragments: &[Rc<Fragment>]) -> bool {
     !fragments.iter().any(|f| f.rare_needles)
 }
 
@@ -600,11 +654,8 @@ pub fn composable(fragments: &[&Fragment]) -> bool {
 /// Equal to [`analyze`] on the joined text when no pattern match spans two parts: every part
 /// must end at a sentence boundary (". " or ": ") and [`composable`] must hold. The world's
 /// handoff summaries are built that way, and debug builds assert the equality on every one.
-pub fn compose(intent: &Fragment, parts: &[&Fragment]) -> TextFeatures {
+pub fn compose(intent: &Rc<Fragment>, parts: &[Rc<Fragment>]) -> TextFeatures {
     let mut bits = intent.bits;
-    let mut tokens: Vec<Sym> =
-        Vec::with_capacity(intent.tokens.len() + parts.iter().map(|f| f.tokens.len()).sum::<usize>());
-    tokens.extend_from_slice(&intent.tokens);
     let mut keys = intent.answer_keys;
     let mut claim = None;
     let mut reason = None;
@@ -612,7 +663,6 @@ pub fn compose(intent: &Fragment, parts: &[&Fragment]) -> TextFeatures {
     let mut bytes = intent.bytes + 1;
     for f in parts {
         bits |= f.bits;
-        tokens.extend_from_slice(&f.tokens);
         for (k, key) in keys.iter_mut().enumerate() {
             if key.is_none() {
                 *key = f.answer_keys[k];
@@ -625,10 +675,9 @@ pub fn compose(intent: &Fragment, parts: &[&Fragment]) -> TextFeatures {
         failure |= f.reports_failure;
         bytes += f.bytes;
     }
-    tokens.sort_unstable();
-    tokens.dedup();
+    let sources: Rc<[Rc<Fragment>]> = std::iter::once(intent.clone()).chain(parts.iter().cloned()).collect();
     let rewrite = parts.first().is_some_and(|f| f.rewrite_notice);
-    build(bits, tokens, keys, claim, reason, (credential, tool, failure, rewrite), 0.0, bytes)
+    build(bits, Tokens::lazy(sources), keys, claim, reason, (credential, tool, failure, rewrite), 0.0, bytes)
 }
 
 /// Features of a retrieval query.
@@ -750,11 +799,10 @@ mod tests {
             "Related future-query cue: future multiple-choice tasks with cues: vexa, lorn.",
         ];
         let whole = analyze(intent, &parts.concat(), &mut lex);
-        let i = intent_fragment(intent, &mut lex);
-        let fs: Vec<Fragment> = parts.iter().map(|p| experience_fragment(p, &mut lex)).collect();
-        let refs: Vec<&Fragment> = fs.iter().collect();
-        assert!(composable(&refs));
-        assert_eq!(compose(&i, &refs), whole);
+        let i = Rc::new(intent_fragment(intent, &mut lex));
+        let fs: Vec<Rc<Fragment>> = parts.iter().map(|p| Rc::new(experience_fragment(p, &mut lex))).collect();
+        assert!(composable(&fs));
+        assert_eq!(compose(&i, &fs), whole);
         assert_eq!(whole.claim_letter, Some(0));
         assert_eq!(whole.soft_instruction_hits, 1);
     }

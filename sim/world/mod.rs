@@ -159,6 +159,23 @@ struct TaskState {
     /// agent, then the shared store); extended as stores gain groups. Groups are only ever
     /// appended, and the query is fixed for the task, so a cached value stays right.
     group_sims: Vec<Vec<f64>>,
+    /// Backend candidates per store (same slots), see `World::store_candidates`.
+    store_cache: Vec<StoreCache>,
+}
+
+/// One store's cached backend candidates within a task.
+struct StoreCache {
+    groups: usize,
+    items: usize,
+    top: Vec<(f64, usize)>,
+    cands: Rc<[(f64, ItemId)]>,
+    best: Rc<[usize]>,
+}
+
+impl Default for StoreCache {
+    fn default() -> Self {
+        StoreCache { groups: usize::MAX, items: usize::MAX, top: Vec::new(), cands: Rc::new([]), best: Rc::new([]) }
+    }
 }
 
 /// One run of one arm.
@@ -495,6 +512,7 @@ impl<'a> World<'a> {
             query_emb,
             option_tokens,
             group_sims: vec![Vec::new(); n + 1],
+            store_cache: (0..=n).map(|_| StoreCache::default()).collect(),
         };
         // A new query: every cached similarity and verdict is stale.
         self.memo_stamp += 1;
@@ -749,9 +767,10 @@ impl<'a> World<'a> {
             }
         }
         experience.push_str(&footer_text);
-        let mut frags: Vec<&Fragment> = vec![&header];
-        frags.extend(parts.iter().map(|f| f.as_ref()));
-        frags.push(&footer);
+        let mut frags: Vec<Rc<Fragment>> = Vec::with_capacity(parts.len() + 2);
+        frags.push(header);
+        frags.extend(parts);
+        frags.push(footer);
         let features = if composable(&frags) {
             compose(&intent_frag, &frags)
         } else {
@@ -782,8 +801,8 @@ impl<'a> World<'a> {
         let i = get(self, intent, true);
         let frags: Vec<Rc<Fragment>> = parts.iter().map(|(_, canonical)| get(self, canonical, false)).collect();
         let experience: String = parts.iter().map(|(text, _)| text.as_str()).collect();
-        let refs: Vec<&Fragment> = frags.iter().map(|f| f.as_ref()).collect();
-        let features = if composable(&refs) { compose(&i, &refs) } else { analyze(intent, &experience, &mut self.lex) };
+        let features =
+            if composable(&frags) { compose(&i, &frags) } else { analyze(intent, &experience, &mut self.lex) };
         debug_assert_eq!(features, analyze(intent, &experience, &mut self.lex), "composed features");
         (experience, features)
     }
@@ -792,7 +811,7 @@ impl<'a> World<'a> {
     fn text_similarity(&mut self, id: ItemId, query: &[f32]) -> f64 {
         if self.bank.text_embedding(id).is_none() {
             let it = self.bank.get(id);
-            let e = self.embedder.embed(&it.features.tokens, Embedder::text_key(&it.experience), &self.lex);
+            let e = self.embedder.embed(it.features.tokens.get(), Embedder::text_key(&it.experience), &self.lex);
             self.bank.set_text_embedding(id, e);
         }
         cosine(query, self.bank.text_embedding(id).expect("just set"))
@@ -853,6 +872,67 @@ impl<'a> World<'a> {
         st.call_time[round as usize][agent as usize] = now;
     }
 
+    /// A store's backend candidates for the current task (spec §3.3 stage 1): similarity per
+    /// intent, the top `backend_k` intents expanded to their memories, and the indices of the
+    /// `top_k` best by hybrid score 0.5·z_sim + 0.5·z_q. Within a task the query and every Q are
+    /// fixed and stores only grow, so the group ranking is reused until the store gains a group
+    /// and the candidates until it gains an item; the shared store's candidates thus serve
+    /// every agent and round of the task.
+    fn store_candidates(&mut self, slot: usize, shared: bool, agent: u32) -> (Rc<[(f64, ItemId)]>, Rc<[usize]>) {
+        let proto = &self.scn.protocol;
+        let (k, bk) = (proto.top_k, proto.backend_k());
+        let topo = self.scn.memory_topology;
+        let groups = if shared { self.bank.shared_groups() } else { self.bank.private_groups(agent) };
+        let items = if shared { self.bank.shared_store().len() } else { self.bank.private_store(agent).len() };
+        let st = self.cur.as_mut().expect("task");
+        let cache = &mut st.store_cache[slot];
+        let reader_dependent = shared && topo == MemoryTopology::RoleIsolated;
+        if cache.groups == groups.len() && cache.items == items && !reader_dependent {
+            return (cache.cands.clone(), cache.best.clone());
+        }
+        if cache.groups != groups.len() {
+            let sims = &mut st.group_sims[slot];
+            for g in &groups[sims.len()..] {
+                sims.push(cosine(&st.query_emb, self.bank.intent_embedding(g.embedding)));
+            }
+            // Bounded selection of the best backend_k groups (ties: lower group index first).
+            let top = &mut cache.top;
+            top.clear();
+            for (g, &s) in sims.iter().enumerate() {
+                if s < 0.0 || (top.len() == bk && s <= top[bk - 1].0) {
+                    continue;
+                }
+                let at = top.partition_point(|(t, _)| *t >= s);
+                top.insert(at, (s, g));
+                top.truncate(bk);
+            }
+            cache.groups = groups.len();
+        }
+        let cands: Vec<(f64, ItemId)> = cache
+            .top
+            .iter()
+            .flat_map(|(s, g)| groups[*g].members.iter().map(move |id| (*s, *id)))
+            .filter(|(_, id)| !shared || topo.shared_visible(self.bank.get(*id), agent, self.scn.agents))
+            .collect();
+        // Hybrid score 0.5·z_sim + 0.5·z_q over the candidates.
+        let qs: Vec<f64> = cands.iter().map(|(_, id)| self.bank.get(*id).backend_q).collect();
+        let m = qs.iter().sum::<f64>() / qs.len().max(1) as f64;
+        let var = qs.iter().map(|q| (q - m) * (q - m)).sum::<f64>() / qs.len().max(1) as f64;
+        let sd = if qs.len() <= 1 || var <= 0.0 { 1.0 } else { var.sqrt() };
+        let mut hybrid: Vec<(f64, usize)> = cands
+            .iter()
+            .enumerate()
+            .map(|(i, (s, _))| (0.5 * (s - 0.18568) / 0.09408 + 0.5 * ((qs[i] - m) / sd).clamp(-3.0, 3.0), i))
+            .collect();
+        top_k(&mut hybrid, k, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        let best: Rc<[usize]> = hybrid.iter().map(|h| h.1).collect();
+        let cands: Rc<[(f64, ItemId)]> = cands.into();
+        cache.items = if reader_dependent { usize::MAX } else { items };
+        cache.cands = cands.clone();
+        cache.best = best.clone();
+        (cands, best)
+    }
+
     /// Two-stage retrieval (spec §3.3): per-store candidates and the backend's hybrid selection,
     /// the broker for shared items, the guard's scoring and firewall, then top-k.
     fn retrieve(&mut self, agent: u32, round: u32) -> Vec<(ItemId, f64)> {
@@ -869,46 +949,13 @@ impl<'a> World<'a> {
             if shared && topo == MemoryTopology::PrivateOnly {
                 continue;
             }
-            let groups = if shared { self.bank.shared_groups() } else { self.bank.private_groups(agent) };
             let slot = if shared { self.scn.agents as usize } else { agent as usize };
-            // MemRL: similarity per intent, top backend_k intents, expanded to their memories.
-            let st = self.cur.as_mut().expect("task");
-            let sims = &mut st.group_sims[slot];
-            for g in &groups[sims.len()..] {
-                sims.push(cosine(&st.query_emb, self.bank.intent_embedding(g.embedding)));
-            }
-            // Bounded selection of the best backend_k groups (ties: lower group index first).
-            let mut top: Vec<(f64, usize)> = Vec::with_capacity(bk + 1);
-            for (g, &s) in sims.iter().enumerate() {
-                if s < 0.0 || (top.len() == bk && s <= top[bk - 1].0) {
-                    continue;
-                }
-                let at = top.partition_point(|(t, _)| *t >= s);
-                top.insert(at, (s, g));
-                top.truncate(bk);
-            }
-            let cands: Vec<(f64, ItemId)> = top
-                .iter()
-                .flat_map(|(s, g)| groups[*g].members.iter().map(move |id| (*s, *id)))
-                .filter(|(_, id)| !shared || topo.shared_visible(self.bank.get(*id), agent, self.scn.agents))
-                .collect();
-            // Hybrid score 0.5·z_sim + 0.5·z_q over this call's candidates.
-            let qs: Vec<f64> = cands.iter().map(|(_, id)| self.bank.get(*id).backend_q).collect();
-            let m = qs.iter().sum::<f64>() / qs.len().max(1) as f64;
-            let var = qs.iter().map(|q| (q - m) * (q - m)).sum::<f64>() / qs.len().max(1) as f64;
-            let sd = if qs.len() <= 1 || var <= 0.0 { 1.0 } else { var.sqrt() };
-            let mut hybrid: Vec<(f64, usize)> = cands
-                .iter()
-                .enumerate()
-                .map(|(i, (s, _))| (0.5 * (s - 0.18568) / 0.09408 + 0.5 * ((qs[i] - m) / sd).clamp(-3.0, 3.0), i))
-                .collect();
-            top_k(&mut hybrid, k, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            let (cands, best) = self.store_candidates(slot, shared, agent);
             let mut rng = self
                 .streams
                 .rng(StreamKind::Exploration, &[u64::from(task), u64::from(agent), u64::from(round), store_idx]);
             let explore = rng.bernoulli(proto.epsilon);
-            let picks: Vec<usize> =
-                if explore { rng.sample_indices(cands.len(), k) } else { hybrid.iter().take(k).map(|h| h.1).collect() };
+            let picks: Vec<usize> = if explore { rng.sample_indices(cands.len(), k) } else { best.to_vec() };
             selected.extend(picks.iter().map(|i| (cands[*i].1, shared)));
             pools.push(cands.iter().map(|(s, id)| (*id, *s, shared)).collect());
         }

@@ -161,7 +161,7 @@ pub fn read_score(
     let s = &cfg.score;
     let fix = cfg.fix_forbidden_case_quirk;
     let r = lifecycle_risk(item, Some(QueryContext { query, sim }), cluster_share, cfg);
-    let overlap = token_overlap(&query.tokens, &item.features.tokens);
+    let overlap = token_overlap(&query.tokens, item.features.tokens.get());
     let instr = item.features.instruction_like(fix);
     let clean = item.taint == Taint::Clean;
     let qctx = query.qctx(fix);

@@ -149,7 +149,7 @@ pub fn lifecycle_risk(
     let mut tr = f.rare_trigger;
     if let Some(q) = query {
         if !q.query.tokens.is_empty()
-            && token_overlap(&q.query.tokens, &f.tokens) >= s.trigger_overlap_min
+            && token_overlap(&q.query.tokens, f.tokens.get()) >= s.trigger_overlap_min
             && (tr > 0.0 || q.query.rare_trigger > 0.0)
         {
             tr += s.trigger_query_overlap;
