@@ -163,12 +163,15 @@ struct TaskState {
     store_cache: Vec<StoreCache>,
 }
 
+/// A store's backend candidates: (intent similarity, item), in ranking order.
+type Candidates = Rc<[(f64, ItemId)]>;
+
 /// One store's cached backend candidates within a task.
 struct StoreCache {
     groups: usize,
     items: usize,
     top: Vec<(f64, usize)>,
-    cands: Rc<[(f64, ItemId)]>,
+    cands: Candidates,
     best: Rc<[usize]>,
 }
 
@@ -878,7 +881,7 @@ impl<'a> World<'a> {
     /// fixed and stores only grow, so the group ranking is reused until the store gains a group
     /// and the candidates until it gains an item; the shared store's candidates thus serve
     /// every agent and round of the task.
-    fn store_candidates(&mut self, slot: usize, shared: bool, agent: u32) -> (Rc<[(f64, ItemId)]>, Rc<[usize]>) {
+    fn store_candidates(&mut self, slot: usize, shared: bool, agent: u32) -> (Candidates, Rc<[usize]>) {
         let proto = &self.scn.protocol;
         let (k, bk) = (proto.top_k, proto.backend_k());
         let topo = self.scn.memory_topology;
