@@ -137,9 +137,10 @@ pub trait Guard: Send + Sync {
         Decision::new(Action::Allow, "no_broker")
     }
 
-    /// Whether [`Guard::score`] is a pure function of its arguments, so the world may reuse a
-    /// verdict for the same item, reader and cluster share within one task (item metadata does
-    /// not change between a task's arrival and its outcome update). Stochastic scorers say no.
+    /// Whether [`Guard::score`] and [`Guard::prescore`] are pure functions of their arguments,
+    /// so the world may reuse a result for the same item, reader (and cluster share) within one
+    /// task (item metadata does not change between a task's arrival and its outcome update).
+    /// Stochastic scorers say no.
     fn score_is_pure(&self) -> bool {
         true
     }

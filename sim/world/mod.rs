@@ -203,6 +203,8 @@ pub struct World<'a> {
     /// Per item: (stamp, reader, cluster share bits, verdict) of its last read this task, when
     /// the guard is pure.
     verdict_memo: Vec<(u32, u32, u64, crate::guard::ReadVerdict)>,
+    /// Per item: (stamp, reader, backend pre-score) for the current task.
+    prescore_memo: Vec<(u32, u32, f64)>,
     memo_stamp: u32,
     body_texts: HashMap<(ItemId, render::SentenceKind), Option<Rc<str>>>,
     sentence_intros: HashMap<render::SentenceKind, Rc<Fragment>>,
@@ -292,6 +294,7 @@ impl<'a> World<'a> {
             sentence_bodies: HashMap::default(),
             sim_memo: Vec::new(),
             verdict_memo: Vec::new(),
+            prescore_memo: Vec::new(),
             memo_stamp: 0,
             body_texts: HashMap::default(),
             sentence_intros: HashMap::default(),
@@ -962,11 +965,28 @@ impl<'a> World<'a> {
             selected.extend(picks.iter().map(|i| (cands[*i].1, shared)));
             pools.push(cands.iter().map(|(s, id)| (*id, *s, shared)).collect());
         }
+        let (pure, stamp) = (self.guard.score_is_pure(), self.memo_stamp);
         let mut pool: Vec<(ItemId, bool)> = if self.guard.full_pool() {
             let all: Vec<(f64, ItemId, bool)> = pools
                 .iter()
                 .flatten()
-                .map(|(id, s, sh)| (self.guard.prescore(self.bank.get(*id), *s, reader), *id, *sh))
+                .map(|&(id, s, sh)| {
+                    // The pre-score depends on the item, its intent similarity to the task's
+                    // query and the reader: memoised per task like the read verdicts.
+                    let i = id as usize;
+                    if self.prescore_memo.len() <= i {
+                        self.prescore_memo.resize(self.bank.len(), (0, 0, 0.0));
+                    }
+                    let m = self.prescore_memo[i];
+                    let p = if pure && m.0 == stamp && m.1 == agent {
+                        m.2
+                    } else {
+                        let p = self.guard.prescore(self.bank.get(id), s, reader);
+                        self.prescore_memo[i] = (stamp, agent, p);
+                        p
+                    };
+                    (p, id, sh)
+                })
                 .collect();
             // Stable order: ties keep candidate order (private store first, then shared).
             let mut ranked: Vec<(f64, usize, ItemId, bool)> =
@@ -994,11 +1014,15 @@ impl<'a> World<'a> {
         // Cluster share over every candidate handed to scoring (spec C11).
         let keys: Vec<Option<u8>> = pool.iter().map(|(id, _)| self.bank.get(*id).features.answer_key).collect();
         let keyed = keys.iter().filter(|k| k.is_some()).count();
+        let mut key_counts = [0usize; 5];
+        for k in keys.iter().flatten() {
+            key_counts[*k as usize] += 1;
+        }
         let query_emb = self.cur.as_ref().expect("task").query_emb.clone();
         let mut scored: Vec<(f64, ItemId, f64)> = Vec::with_capacity(pool.len());
         for (i, (id, _)) in pool.iter().enumerate() {
             let share = match keys[i] {
-                Some(key) => keys.iter().filter(|k| **k == Some(key)).count() as f64 / keyed.max(1) as f64,
+                Some(key) => key_counts[key as usize] as f64 / keyed.max(1) as f64,
                 None => 0.0,
             };
             let i = *id as usize;
