@@ -605,18 +605,19 @@ impl<'a> World<'a> {
         item.committed_at = self.queue.now();
         let key = Embedder::text_key(&item.intent);
         let status = item.status;
+        // The intent embedding is only needed when the store has no group for this intent yet.
+        let (cache, embedder, lex) = (&mut self.intent_cache, &mut self.embedder, &mut self.lex);
+        let intent = item.intent.clone();
         let mut make = || -> Vec<f32> {
-            if let Some(e) = self.intent_cache.get(&key) {
+            if let Some(e) = cache.get(&key) {
                 return e.to_vec();
             }
-            let tokens = tokens_of(&item.intent.to_lowercase(), &mut self.lex);
-            let e: Rc<[f32]> = self.embedder.embed(&tokens, key, &self.lex).into();
-            self.intent_cache.insert(key, e.clone());
+            let tokens = tokens_of(&intent.to_lowercase(), lex);
+            let e: Rc<[f32]> = embedder.embed(&tokens, key, lex).into();
+            cache.insert(key, e.clone());
             e.to_vec()
         };
-        let owner_store = owner;
-        let intent_emb = make();
-        let id = self.bank.insert(item, owner_store, key, &mut || intent_emb.clone());
+        let id = self.bank.insert(item, owner, key, &mut make);
         if let Some(p) = poison {
             self.oracle.register_poison(id, p);
         }
