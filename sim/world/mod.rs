@@ -637,6 +637,19 @@ impl<'a> World<'a> {
             .collect()
     }
 
+    /// What the strict ledger inherits from memories an agent consumed (spec §3.6): the worst
+    /// of their taints (clean < unverified < external < poisoned) and their ids as lineage.
+    fn ledger_inputs(&self, consumed: impl Iterator<Item = ItemId>) -> (Taint, Vec<String>) {
+        let mut taint = Taint::Clean;
+        let mut names = Vec::new();
+        for id in consumed {
+            let it = self.bank.get(id);
+            taint = taint.max(it.taint);
+            names.push(it.name.clone());
+        }
+        (taint, names)
+    }
+
     /// A pre-round handoff from `src` to `dst` (spec §5.2).
     fn handoff(&mut self, task: u32, round: u32, src: u32, dst: u32, report: &[ItemId]) {
         let mut rng =
@@ -673,8 +686,7 @@ impl<'a> World<'a> {
         ]);
         item.source_agent_trust = self.reputation;
         // Strict ledger: taint propagates from the reported memories, lineage is their ids.
-        let taint = report.iter().map(|id| self.bank.get(*id).taint).max().unwrap_or(Taint::Clean);
-        let parents: Vec<String> = report.iter().map(|id| self.bank.get(*id).name.clone()).collect();
+        let (taint, parents) = self.ledger_inputs(report.iter().copied());
         let reported: Vec<(ItemId, bool)> =
             report.iter().zip(&retention).map(|(id, r)| (*id, *r == Retention::Verbatim)).collect();
         let target = self.cur.as_ref().and_then(|s| s.target.map(|t| (t, s.target_tokens.clone())));
@@ -1199,13 +1211,7 @@ impl<'a> World<'a> {
                 item.allowed_task_classes = vec![t.class.to_string()];
                 item.set_parents(vec![t.id.clone()]);
                 item.source_agent_trust = 0.5;
-                let deps: Vec<String> =
-                    st.selected[last][a as usize].iter().map(|(id, _)| self.bank.get(*id).name.clone()).collect();
-                let taint = st.selected[last][a as usize]
-                    .iter()
-                    .map(|(id, _)| self.bank.get(*id).taint)
-                    .max()
-                    .unwrap_or(Taint::Clean);
+                let (taint, deps) = self.ledger_inputs(st.selected[last][a as usize].iter().map(|(id, _)| *id));
                 self.commit(item, Scope::Private, a, (StrictChannel::AgentOutput, taint, deps), None);
             }
         }
@@ -1275,11 +1281,7 @@ impl<'a> World<'a> {
             parents.extend(sel.iter().cloned());
             item.set_parents(parents);
             item.source_agent_trust = rep;
-            let taint = st.selected[last][a as usize]
-                .iter()
-                .map(|(id, _)| self.bank.get(*id).taint)
-                .max()
-                .unwrap_or(Taint::Clean);
+            let (taint, _) = self.ledger_inputs(st.selected[last][a as usize].iter().map(|(id, _)| *id));
             self.commit(item, Scope::Team, a, (StrictChannel::AgentOutput, taint, sel), None);
         }
     }
