@@ -92,3 +92,29 @@ pub fn first_divergence(a: &[TraceEntry], b: &[TraceEntry]) -> Option<usize> {
         None
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log(events: &[(u64, &str)]) -> Vec<TraceEntry> {
+        let mut h = TraceHash::new(true);
+        for (i, (x, label)) in events.iter().enumerate() {
+            h.u64(*x);
+            h.end_event(i as u64, i as u64, || label.to_string());
+        }
+        h.take_log().unwrap()
+    }
+
+    #[test]
+    fn names_the_first_divergent_event() {
+        let a = log(&[(1, "TaskArrive"), (2, "AgentCall"), (3, "AgentCall"), (4, "TaskFinish")]);
+        let b = log(&[(1, "TaskArrive"), (2, "AgentCall"), (9, "AgentCall"), (4, "TaskFinish")]);
+        assert_eq!(first_divergence(&a, &b), Some(2));
+        assert_eq!(first_divergence(&a, &a.clone()), None);
+        // A trace that stops early diverges where it ends.
+        assert_eq!(first_divergence(&a, &a[..3]), Some(3));
+        // Every later hash differs too: the hash is running.
+        assert!(a[3].hash != b[3].hash);
+    }
+}

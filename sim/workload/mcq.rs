@@ -202,7 +202,6 @@ impl McqWorkload {
             });
             truths.push(q.truth.clone());
         }
-        let _ = SUBJECTS;
         McqWorkload { tasks, truths, vocabulary: vocab.into_iter().flatten().collect() }
     }
 

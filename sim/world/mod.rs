@@ -12,7 +12,7 @@ mod render;
 
 use crate::agent::Profile;
 use crate::agent::{Answer, AnswerContext, Backbone, DiscreteChoice, Evidence, Reported, Retention, Role};
-use crate::attack::{AttackConfig, PoisonWrite, TargetStrategy};
+use crate::attack::{AttackConfig, PoisonWrite};
 use crate::embed::{Embedder, cosine};
 use crate::engine::{EventQueue, StreamKind, Streams, Time, TraceEntry, TraceHash};
 use crate::guard::maple::{
@@ -533,7 +533,6 @@ impl<'a> World<'a> {
             let mut rng = self.streams.rng(StreamKind::Attack, &[u64::from(task)]);
             let plaus = attacker_plausibility(&st.priors[lead]);
             let target = crate::attack::choose_target(cfg.target, &plaus, believed, &mut rng);
-            let _ = TargetStrategy::LookaheadWrong;
             st.target = Some(target);
             st.target_tokens = st.option_tokens[target as usize].clone();
             let cfg = cfg.clone();
