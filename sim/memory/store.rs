@@ -91,6 +91,9 @@ impl Store {
 #[derive(Clone, Debug)]
 pub struct MemoryBank {
     items: Vec<MemoryItem>,
+    /// Each item's backend Q, dense, so ranking candidates need not touch whole items. Kept in
+    /// step by `insert` and `sync_backend_q`.
+    backend_q: Vec<f64>,
     text_embeddings: Vec<Option<Box<[f32]>>>,
     intent_table: Vec<f32>,
     dim: usize,
@@ -111,6 +114,7 @@ impl MemoryBank {
     pub fn with_capacity(agents: usize, dim: usize, items: usize) -> Self {
         MemoryBank {
             items: Vec::with_capacity(items),
+            backend_q: Vec::with_capacity(items),
             text_embeddings: Vec::new(),
             intent_table: Vec::new(),
             dim,
@@ -147,6 +151,7 @@ impl MemoryBank {
             StoreKind::Dropped => {}
         }
         self.location.push(place);
+        self.backend_q.push(item.backend_q);
         self.items.push(item);
         self.text_embeddings.push(None);
         id
@@ -157,9 +162,19 @@ impl MemoryBank {
         &self.items[id as usize]
     }
 
-    /// Mutable access to item `id`.
+    /// Mutable access to item `id`. Call [`Self::sync_backend_q`] after changing its backend Q.
     pub fn get_mut(&mut self, id: ItemId) -> &mut MemoryItem {
         &mut self.items[id as usize]
+    }
+
+    /// Item `id`'s backend Q (from the dense copy).
+    pub fn backend_q(&self, id: ItemId) -> f64 {
+        self.backend_q[id as usize]
+    }
+
+    /// Refreshes the dense copy of item `id`'s backend Q.
+    pub fn sync_backend_q(&mut self, id: ItemId) {
+        self.backend_q[id as usize] = self.items[id as usize].backend_q;
     }
 
     /// The text embedding of item `id`, if computed.

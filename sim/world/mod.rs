@@ -153,7 +153,7 @@ struct TaskState {
     answered: Vec<u32>,
     finished_rounds: u32,
     query: QueryFeatures,
-    query_emb: Vec<f32>,
+    query_emb: Rc<[f32]>,
     option_tokens: Vec<Vec<Sym>>,
     /// Similarity of this task's query to each intent group, per store (private stores by
     /// agent, then the shared store); extended as stores gain groups. Groups are only ever
@@ -499,7 +499,7 @@ impl<'a> World<'a> {
             })
             .collect();
         let query = analyze_query(&t.query, &mut self.lex);
-        let query_emb = self.embedder.embed(&query.tokens, Embedder::text_key(&t.query), &self.lex);
+        let query_emb: Rc<[f32]> = self.embedder.embed(&query.tokens, Embedder::text_key(&t.query), &self.lex).into();
         let option_tokens: Vec<Vec<Sym>> =
             t.options.iter().map(|o| tokens_of(&o.to_lowercase(), &mut self.lex)).collect();
         let mut st = TaskState {
@@ -930,10 +930,10 @@ impl<'a> World<'a> {
             .top
             .iter()
             .flat_map(|(s, g)| groups[*g].members.iter().map(move |id| (*s, *id)))
-            .filter(|(_, id)| !shared || topo.shared_visible(self.bank.get(*id), agent, self.scn.agents))
+            .filter(|(_, id)| !reader_dependent || topo.shared_visible(self.bank.get(*id), agent, self.scn.agents))
             .collect();
         // Hybrid score 0.5·z_sim + 0.5·z_q over the candidates.
-        let qs: Vec<f64> = cands.iter().map(|(_, id)| self.bank.get(*id).backend_q).collect();
+        let qs: Vec<f64> = cands.iter().map(|(_, id)| self.bank.backend_q(*id)).collect();
         let m = qs.iter().sum::<f64>() / qs.len().max(1) as f64;
         let var = qs.iter().map(|q| (q - m) * (q - m)).sum::<f64>() / qs.len().max(1) as f64;
         let sd = if qs.len() <= 1 || var <= 0.0 { 1.0 } else { var.sqrt() };
@@ -1171,6 +1171,7 @@ impl<'a> World<'a> {
                     let item = self.bank.get_mut(*id);
                     if item.status == Status::Active {
                         apply_outcome(item, success, proto.feedback, proto.provenance, &proto.outcome, &self.meta);
+                        self.bank.sync_backend_q(*id);
                     }
                 }
             }
