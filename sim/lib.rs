@@ -14,6 +14,7 @@ pub mod embed;
 pub mod engine;
 pub mod error;
 pub mod explain;
+pub mod grid;
 pub mod guard;
 pub mod memory;
 pub mod metrics;

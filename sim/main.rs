@@ -85,6 +85,29 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Expand a grid file (base scenario × seeds × topologies × attacker sets), run every cell
+    /// on all cores, write one result line per run and arm, and print the table.
+    Grid {
+        /// Grid file (RON).
+        grid: PathBuf,
+        /// Output folder (default: runs/<grid name>).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Round of the table (default: the last).
+        #[arg(long)]
+        round: Option<usize>,
+    },
+    /// Render the table of a grid's results (markdown; `--csv` for CSV).
+    Report {
+        /// results.jsonl written by `memlink grid`.
+        results: PathBuf,
+        /// Round of the table (default: 3).
+        #[arg(long, default_value_t = 3)]
+        round: usize,
+        /// Print CSV instead of markdown.
+        #[arg(long)]
+        csv: bool,
+    },
     /// Run a scenario twice and in 1- and 2-thread pools; name the first divergent event if any.
     CheckDeterminism {
         /// Scenario file (RON).
@@ -214,6 +237,34 @@ fn dispatch(cmd: Cmd) -> Result<()> {
                 println!("{}", serde_json::to_string_pretty(&e).expect("serializable"));
             } else {
                 print!("{}", render(&input, &e));
+            }
+            Ok(())
+        }
+        Cmd::Grid { grid, out, round } => {
+            let (spec, runs) = memlink::grid::expand(&grid)?;
+            let k = round.unwrap_or(runs.first().map_or(3, |r| r.scenario.scenario.protocol.rounds as usize));
+            eprintln!("{}: {} runs", spec.name, runs.len());
+            let records = memlink::grid::run_grid(&spec, &runs);
+            let dir = out.unwrap_or_else(|| PathBuf::from("runs").join(&spec.name));
+            std::fs::create_dir_all(&dir).map_err(|source| Error::Write { path: dir.clone(), source })?;
+            memlink::grid::write_records(&dir.join("results.jsonl"), &records)?;
+            let rows = memlink::grid::table(&records, k);
+            memlink::run::write_atomic(&dir.join("table.md"), &memlink::grid::markdown(&rows, k))?;
+            memlink::run::write_atomic(&dir.join("table.csv"), &memlink::grid::csv(&rows, k))?;
+            print!("{}", memlink::grid::markdown(&rows, k));
+            println!("\nwrote {}/results.jsonl, table.md and table.csv", dir.display());
+            Ok(())
+        }
+        Cmd::Report { results, round, csv } => {
+            let records = memlink::grid::read_records(&results)?;
+            if round == 0 || records.iter().any(|r| r.mdsr.len() < round) {
+                return Err(invalid("round", "a round that every result has (1-based)"));
+            }
+            let rows = memlink::grid::table(&records, round);
+            if csv {
+                print!("{}", memlink::grid::csv(&rows, round));
+            } else {
+                print!("{}", memlink::grid::markdown(&rows, round));
             }
             Ok(())
         }

@@ -1,0 +1,249 @@
+//! Grids: a base scenario expanded over seeds, topologies and attacker sets (the paper's
+//! 15 fixed attacker triples), run in parallel with results in expansion order, and the
+//! table those results make (per arm, mean of the per-topology means with the
+//! across-topology standard deviation, as the paper reports).
+
+use crate::error::{Error, Pos, Result, parse_ron, read_file};
+use crate::metrics::ArmSummary;
+use crate::run::{run_scenario, write_atomic};
+use crate::scenario::{Attackers, LoadedScenario, load};
+use crate::topology::Topology;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// A grid file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GridSpec {
+    /// Grid name.
+    pub name: String,
+    /// Base scenario, relative to the grid file.
+    pub base: PathBuf,
+    /// Master seeds (default: the base scenario's).
+    #[serde(default)]
+    pub seeds: Vec<u64>,
+    /// Topologies (default: the base scenario's).
+    #[serde(default)]
+    pub topologies: Vec<Topology>,
+    /// Explicit attacker sets (default: the base scenario's attackers).
+    #[serde(default)]
+    pub attacker_sets: Vec<Vec<u32>>,
+}
+
+/// One expanded run.
+#[derive(Clone, Debug)]
+pub struct GridRun {
+    /// Position in expansion order.
+    pub index: usize,
+    /// Seed.
+    pub seed: u64,
+    /// Topology label.
+    pub topology: String,
+    /// Attacker set label ("0,1,5" or the base's).
+    pub attackers: String,
+    /// The scenario to run.
+    pub scenario: LoadedScenario,
+}
+
+/// One result line: a run's labels and one arm's summary.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct GridRecord {
+    /// Grid name.
+    pub grid: String,
+    /// Run index.
+    pub run: usize,
+    /// Seed.
+    pub seed: u64,
+    /// Topology label.
+    pub topology: String,
+    /// Attacker set label.
+    pub attackers: String,
+    /// Arm name.
+    pub arm: String,
+    /// Guard name.
+    pub guard: String,
+    /// MDSR@k (strict) per round.
+    pub mdsr: Vec<f64>,
+    /// RDA@k per round.
+    pub rda: Vec<f64>,
+    /// Exposure ASR@k per round.
+    pub asr: Vec<f64>,
+    /// Trace hash of the arm.
+    pub trace_hash: String,
+}
+
+impl GridRecord {
+    fn of(grid: &str, r: &GridRun, a: &ArmSummary) -> Self {
+        GridRecord {
+            grid: grid.to_string(),
+            run: r.index,
+            seed: r.seed,
+            topology: r.topology.clone(),
+            attackers: r.attackers.clone(),
+            arm: a.arm.clone(),
+            guard: a.guard.clone(),
+            mdsr: a.rounds.iter().map(|x| x.mdsr_strict).collect(),
+            rda: a.rounds.iter().map(|x| x.rda).collect(),
+            asr: a.rounds.iter().map(|x| x.asr_exposure).collect(),
+            trace_hash: a.trace_hash.clone(),
+        }
+    }
+}
+
+/// Loads a grid file and expands it, in the order seeds × topologies × attacker sets.
+pub fn expand(path: &Path) -> Result<(GridSpec, Vec<GridRun>)> {
+    let text = read_file(path)?;
+    let spec: GridSpec = parse_ron(path, &text)?;
+    let base_path = path.parent().unwrap_or(Path::new(".")).join(&spec.base);
+    let base = load(&base_path)?;
+    let seeds = if spec.seeds.is_empty() { vec![base.scenario.seed] } else { spec.seeds.clone() };
+    let topologies =
+        if spec.topologies.is_empty() { vec![base.scenario.topology.clone()] } else { spec.topologies.clone() };
+    let sets: Vec<Option<Vec<u32>>> =
+        if spec.attacker_sets.is_empty() { vec![None] } else { spec.attacker_sets.iter().cloned().map(Some).collect() };
+    let mut runs = Vec::with_capacity(seeds.len() * topologies.len() * sets.len());
+    for &seed in &seeds {
+        for topo in &topologies {
+            for set in &sets {
+                let mut s = base.clone();
+                s.scenario.seed = seed;
+                s.scenario.topology = topo.clone();
+                if let Some(ids) = set {
+                    s.scenario.attackers = Attackers::Ids(ids.clone());
+                }
+                s.scenario.check().map_err(|(field, expected)| Error::Invalid {
+                    path: path.to_path_buf(),
+                    pos: crate::error::locate_field(&text, if field == "attackers" { "attacker_sets" } else { &field }),
+                    field,
+                    expected,
+                })?;
+                let attackers = match set {
+                    Some(ids) => ids.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
+                    None => "base".into(),
+                };
+                runs.push(GridRun { index: runs.len(), seed, topology: topo.label(), attackers, scenario: s });
+            }
+        }
+    }
+    Ok((spec, runs))
+}
+
+/// Runs every expanded run (in parallel; results in expansion order, so the bytes do not
+/// depend on the thread count) and returns one record per run and arm.
+pub fn run_grid(spec: &GridSpec, runs: &[GridRun]) -> Vec<GridRecord> {
+    let per_run: Vec<Vec<GridRecord>> = runs
+        .par_iter()
+        .map(|r| {
+            let res = run_scenario(&r.scenario, r.seed);
+            res.arms.iter().map(|a| GridRecord::of(&spec.name, r, a)).collect()
+        })
+        .collect();
+    per_run.into_iter().flatten().collect()
+}
+
+/// Writes records as JSON lines (atomically).
+pub fn write_records(path: &Path, records: &[GridRecord]) -> Result<()> {
+    let mut s = String::new();
+    for r in records {
+        s.push_str(&serde_json::to_string(r).expect("serializable"));
+        s.push('\n');
+    }
+    write_atomic(path, &s)
+}
+
+/// Reads records written by [`write_records`]; a malformed line is an error naming it.
+pub fn read_records(path: &Path) -> Result<Vec<GridRecord>> {
+    let text = read_file(path)?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str::<GridRecord>(l).map_err(|e| Error::Parse {
+                path: path.to_path_buf(),
+                pos: Pos { line: i + 1, col: e.column() },
+                message: format!("expected one grid result record per line: {e}"),
+            })
+        })
+        .collect()
+}
+
+fn mean_sd(xs: &[f64]) -> (f64, f64) {
+    if xs.is_empty() {
+        return (0.0, 0.0);
+    }
+    let m = xs.iter().sum::<f64>() / xs.len() as f64;
+    let v = xs.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / xs.len() as f64;
+    (m, v.sqrt())
+}
+
+/// One row of the table: an arm's metric at round `k` (1-based), the mean over topologies of
+/// each topology's mean over seeds and attacker sets, and the across-topology population
+/// standard deviation.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TableRow {
+    /// Arm name.
+    pub arm: String,
+    /// Per topology: (label, MDSR@k mean, RDA@k mean, runs).
+    pub per_topology: Vec<(String, f64, f64, usize)>,
+    /// MDSR@k mean and across-topology sd, in percent.
+    pub mdsr: (f64, f64),
+    /// RDA@k mean and across-topology sd, in percent.
+    pub rda: (f64, f64),
+}
+
+/// The table of `records` at round `k` (1-based), arms in first-seen order, topologies sorted.
+pub fn table(records: &[GridRecord], k: usize) -> Vec<TableRow> {
+    let mut arms: Vec<String> = Vec::new();
+    for r in records {
+        if !arms.contains(&r.arm) {
+            arms.push(r.arm.clone());
+        }
+    }
+    arms.iter()
+        .map(|arm| {
+            let mut by_topo: BTreeMap<String, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+            for r in records.iter().filter(|r| &r.arm == arm) {
+                let e = by_topo.entry(r.topology.clone()).or_default();
+                e.0.push(r.mdsr.get(k - 1).copied().unwrap_or(0.0));
+                e.1.push(r.rda.get(k - 1).copied().unwrap_or(0.0));
+            }
+            let per_topology: Vec<(String, f64, f64, usize)> = by_topo
+                .iter()
+                .map(|(t, (m, d))| (t.clone(), 100.0 * mean_sd(m).0, 100.0 * mean_sd(d).0, m.len()))
+                .collect();
+            let ms: Vec<f64> = per_topology.iter().map(|x| x.1).collect();
+            let ds: Vec<f64> = per_topology.iter().map(|x| x.2).collect();
+            TableRow { arm: arm.clone(), per_topology, mdsr: mean_sd(&ms), rda: mean_sd(&ds) }
+        })
+        .collect()
+}
+
+/// The table as markdown.
+pub fn markdown(rows: &[TableRow], k: usize) -> String {
+    let mut s = format!("| arm | MDSR@{k} (%) | RDA@{k} (%) | per topology: MDSR / RDA (runs) |\n|---|---|---|---|\n");
+    for r in rows {
+        let per: Vec<String> =
+            r.per_topology.iter().map(|(t, m, d, n)| format!("{t}: {m:.1} / {d:.1} ({n})")).collect();
+        s.push_str(&format!(
+            "| {} | {:.1} ± {:.1} | {:.1} ± {:.1} | {} |\n",
+            r.arm,
+            r.mdsr.0,
+            r.mdsr.1,
+            r.rda.0,
+            r.rda.1,
+            per.join("; ")
+        ));
+    }
+    s
+}
+
+/// The table as CSV.
+pub fn csv(rows: &[TableRow], k: usize) -> String {
+    let mut s = format!("arm,mdsr_at_{k},mdsr_sd,rda_at_{k},rda_sd\n");
+    for r in rows {
+        s.push_str(&format!("{},{},{},{},{}\n", r.arm, r.mdsr.0, r.mdsr.1, r.rda.0, r.rda.1));
+    }
+    s
+}

@@ -1,0 +1,77 @@
+//! Grids: deterministic expansion, thread-independent results, the table, and bad results files.
+
+mod common;
+
+use memlink::grid::{expand, read_records, run_grid, table, write_records};
+use std::process::Command;
+
+#[test]
+fn expansion_is_deterministic_and_counts_what_the_file_says() {
+    let path = common::path("tests/fixtures/grid/small.ron");
+    let (spec, runs) = expand(&path).unwrap();
+    assert_eq!(runs.len(), 2 * 3 * 2);
+    let labels: Vec<(u64, String, String)> =
+        runs.iter().map(|r| (r.seed, r.topology.clone(), r.attackers.clone())).collect();
+    assert_eq!(labels[0], (3, "wheel".into(), "0,1,2".into()));
+    assert_eq!(labels[1], (3, "wheel".into(), "3,4,5".into()));
+    assert_eq!(labels[2], (3, "chain".into(), "0,1,2".into()));
+    assert_eq!(labels[11], (4, "tree".into(), "3,4,5".into()));
+    let (_, again) = expand(&path).unwrap();
+    assert_eq!(labels, again.iter().map(|r| (r.seed, r.topology.clone(), r.attackers.clone())).collect::<Vec<_>>());
+    assert_eq!(spec.name, "small-grid");
+    // The paper grid: 3 topologies × 15 triples.
+    let (_, paper) = expand(&common::path("scenarios/paper/grid-mmlu-minja.ron")).unwrap();
+    assert_eq!(paper.len(), 45);
+}
+
+#[test]
+fn results_do_not_depend_on_threads_and_the_table_reads_them_back() {
+    let path = common::path("tests/fixtures/grid/small.ron");
+    let (spec, runs) = expand(&path).unwrap();
+    let run =
+        |n: usize| rayon::ThreadPoolBuilder::new().num_threads(n).build().unwrap().install(|| run_grid(&spec, &runs));
+    let one = run(1);
+    assert_eq!(one, run(2));
+    assert_eq!(one.len(), 12 * 2);
+    let dir = std::env::temp_dir().join(format!("memlink-grid-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("results.jsonl");
+    write_records(&file, &one).unwrap();
+    let back = read_records(&file).unwrap();
+    assert_eq!(back, one);
+    let rows = table(&back, 3);
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0].arm, "No Defense");
+    assert_eq!(rows[0].per_topology.len(), 3);
+    assert!(rows.iter().all(|r| r.per_topology.iter().all(|t| t.3 == 4)), "2 seeds × 2 sets per topology");
+    // The table's mean is the mean of per-topology means.
+    let m = rows[1].per_topology.iter().map(|t| t.1).sum::<f64>() / 3.0;
+    assert!((rows[1].mdsr.0 - m).abs() < 1e-9);
+}
+
+#[test]
+fn a_corrupted_results_file_is_a_positioned_error() {
+    let dir = std::env::temp_dir().join(format!("memlink-grid-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("results.jsonl");
+    std::fs::write(&file, "{\"grid\":\"g\"}\n").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_memlink")).args(["report", file.to_str().unwrap()]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("results.jsonl:1:"), "{e}");
+    assert!(e.contains("grid result record"), "{e}");
+    // A grid whose attacker set is impossible names the grid file.
+    let g = dir.join("bad-grid.ron");
+    std::fs::write(
+        &g,
+        format!(
+            "(name: \"b\", base: \"{}\", attacker_sets: [[0, 9]])",
+            common::path("tests/fixtures/grid/base.ron").display()
+        ),
+    )
+    .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_memlink")).args(["grid", g.to_str().unwrap()]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("bad-grid.ron:1:") && e.contains("agent ids below 8"), "{e}");
+}
