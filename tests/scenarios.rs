@@ -160,3 +160,24 @@ fn attackers_are_placed_by_degree() {
     assert_eq!(a, place_attackers(&rnd.scenario, &g, &memlink::engine::Streams::new(1)));
     assert_eq!(a.len(), 3);
 }
+
+/// Scheduled protocol (spec §5.3, §7.2): warm-up 20 and round(T × 5%) poisoning tasks; metrics
+/// count neither, poisoning statistics count only the poisoning tasks.
+#[test]
+fn scheduled_poisoning_excludes_warmup_and_poisoning_tasks_from_metrics() {
+    let text = common::small("", 60).replace(
+        "workload: Mmlu((tasks: 60, pool: 120)),",
+        "workload: Mmlu((tasks: 60, pool: 120, poisoning: Scheduled(warmup: 20, rate: 0.05, schedule: Even))),",
+    );
+    let ls = common::load(&text);
+    let r = run_scenario(&ls, 5);
+    for a in &r.arms {
+        assert_eq!(a.tasks, 60);
+        assert_eq!(a.poisoning_tasks, 3, "round(60 × 0.05)");
+        assert_eq!(a.metric_tasks, 60 - 20 - 3);
+        assert_eq!(a.poison_direct_written, 3 * 4, "4 copies per poisoning task");
+    }
+    // Every task is both poisoned and measured under the paper launcher's protocol.
+    let all = run_scenario(&common::load(&common::small("", 10)), 5);
+    assert_eq!((all.arms[0].poisoning_tasks, all.arms[0].metric_tasks), (10, 10));
+}
