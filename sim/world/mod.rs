@@ -257,12 +257,23 @@ pub fn place_attackers(scn: &Scenario, graph: &CommGraph, streams: &Streams) -> 
 impl<'a> World<'a> {
     /// Sets up a run of `arm` of `scn` with `profile` and master seed `seed`.
     pub fn new(scn: &'a Scenario, profile: &Profile, arm: &Arm, seed: u64, record: bool) -> Self {
+        Self::with_guard(scn, profile, &arm.name, build_guard(&arm.guard), seed, record)
+    }
+
+    /// Sets up a run with a guard built outside the scenario (a researcher's own [`Guard`]).
+    pub fn with_guard(
+        scn: &'a Scenario,
+        profile: &Profile,
+        arm_name: &str,
+        guard: Box<dyn Guard>,
+        seed: u64,
+        record: bool,
+    ) -> Self {
         let streams = Streams::new(seed);
         let graph = CommGraph::build(&scn.topology, scn.agents, &streams);
         let attacker_ids = place_attackers(scn, &graph, &streams);
         let mut is_attacker = vec![false; scn.agents as usize];
         attacker_ids.iter().for_each(|a| is_attacker[*a as usize] = true);
-        let guard = build_guard(&arm.guard);
         let meta = guard.metadata_config().cloned().unwrap_or_default();
         let class = scn.workload.class();
         let params = profile.workload(class).cloned().unwrap_or_default();
@@ -311,7 +322,7 @@ impl<'a> World<'a> {
             trace: TraceHash::new(record),
             reputation: 0.5,
             cur: None,
-            arm_name: arm.name.clone(),
+            arm_name: arm_name.to_string(),
             inspection: None,
         }
     }
