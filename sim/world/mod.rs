@@ -221,6 +221,8 @@ pub struct World<'a> {
     trace: TraceHash,
     reputation: f64,
     cur: Option<TaskState>,
+    /// Each poisoned task's target option and its tokens, by task.
+    targets: std::collections::BTreeMap<u32, (u8, Vec<Sym>)>,
     arm_name: String,
     inspection: Option<Inspection>,
 }
@@ -322,6 +324,7 @@ impl<'a> World<'a> {
             trace: TraceHash::new(record),
             reputation: 0.5,
             cur: None,
+            targets: std::collections::BTreeMap::new(),
             arm_name: arm_name.to_string(),
             inspection: None,
         }
@@ -546,6 +549,7 @@ impl<'a> World<'a> {
             let target = crate::attack::choose_target(cfg.target, &plaus, believed, &mut rng);
             st.target = Some(target);
             st.target_tokens = st.option_tokens[target as usize].clone();
+            self.targets.insert(task, (target, st.target_tokens.clone()));
             let cfg = cfg.clone();
             self.cur = Some(st);
             let mut feats = |i: &str, e: &str| analyze(i, e, &mut self.lex);
@@ -699,7 +703,9 @@ impl<'a> World<'a> {
         let (taint, parents) = self.ledger_inputs(report.iter().copied());
         let reported: Vec<(ItemId, bool)> =
             report.iter().zip(&retention).map(|(id, r)| (*id, *r == Retention::Verbatim)).collect();
-        let target = self.cur.as_ref().and_then(|s| s.target.map(|t| (t, s.target_tokens.clone())));
+        // The handoff's own task's target: under async timing a handoff can land after its task
+        // has finished and the next one has started.
+        let target = self.targets.get(&task).cloned();
         let label = label_handoff(
             &self.oracle,
             self.is_attacker[src as usize],
