@@ -7,32 +7,44 @@ mod common;
 use memlink::engine::SimRng;
 use memlink::guard::{Guard, GuardStage, MessageAction, MessageView};
 use memlink::world::World;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-/// Removes the outputs of some agents every round.
-struct SilenceAgents {
-    agents: Vec<u32>,
+/// Per round: (outputs shown, outputs carrying a final answer).
+type Seen = Arc<Mutex<Vec<(u32, usize)>>>;
+
+/// A message guard for tests: removes the outputs of `remove` every round and records, per
+/// round, how many outputs it was shown and how many carried a final answer.
+struct Scripted {
+    remove: Vec<u32>,
+    seen: Seen,
 }
 
-impl Guard for SilenceAgents {
+impl Guard for Scripted {
     fn name(&self) -> &str {
-        "silence_agents"
+        "scripted"
     }
     fn stage(&self) -> GuardStage {
         GuardStage::Message
     }
-    fn review_messages(&self, _round: &mut [MessageView], _rng: &mut SimRng) -> Vec<MessageAction> {
-        self.agents.iter().map(|a| MessageAction::Remove(*a)).collect()
+    fn review_messages(&self, round: &mut [MessageView], _rng: &mut SimRng) -> Vec<MessageAction> {
+        let answered = round.iter().filter(|m| m.text.contains("Final answer:")).count();
+        self.seen.lock().unwrap().push((round.len() as u32, answered));
+        self.remove.iter().map(|a| MessageAction::Remove(*a)).collect()
     }
+}
+
+fn scripted(remove: Vec<u32>) -> (Box<Scripted>, Seen) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    (Box::new(Scripted { remove, seen: seen.clone() }), seen)
 }
 
 #[test]
 fn a_message_guard_plugs_in_and_changes_the_vote_only_through_outputs() {
     let ls = common::load(&common::small("", 12));
     let s = &ls.scenario;
-    let guard = SilenceAgents { agents: vec![0, 1, 2, 3, 4, 5] };
-    let (run, insp) = World::with_guard(s, &ls.profile, "silence", Box::new(guard), 7, false).run_inspected();
-    assert_eq!(run.summary.guard, "silence_agents");
+    let (guard, _) = scripted(vec![0, 1, 2, 3, 4, 5]);
+    let (run, insp) = World::with_guard(s, &ls.profile, "silence", guard, 7, false).run_inspected();
+    assert_eq!(run.summary.guard, "scripted");
     // The undefended run on the same seed differs: only agents 6 and 7 still vote.
     let (base, base_insp) = World::new(s, &ls.profile, &s.arms[0], 7, false).run_inspected();
     assert_ne!(run.summary.trace_hash, base.summary.trace_hash);
@@ -56,24 +68,8 @@ fn a_message_guard_plugs_in_and_changes_the_vote_only_through_outputs() {
 fn the_guard_sees_every_round_and_only_speakers_and_texts() {
     let ls = common::load(&common::small("", 5));
     let s = &ls.scenario;
-    let seen = std::sync::Arc::new(Mutex::new(Vec::new()));
-    struct Spy(std::sync::Arc<Mutex<Vec<(u32, usize)>>>);
-    impl Guard for Spy {
-        fn name(&self) -> &str {
-            "spy"
-        }
-        fn stage(&self) -> GuardStage {
-            GuardStage::Message
-        }
-        fn review_messages(&self, round: &mut [MessageView], _rng: &mut SimRng) -> Vec<MessageAction> {
-            self.0
-                .lock()
-                .unwrap()
-                .push((round.len() as u32, round.iter().filter(|m| m.text.contains("Final answer:")).count()));
-            Vec::new()
-        }
-    }
-    let (run, _) = World::with_guard(s, &ls.profile, "spy", Box::new(Spy(seen.clone())), 7, false).run_inspected();
+    let (guard, seen) = scripted(Vec::new());
+    let (run, _) = World::with_guard(s, &ls.profile, "spy", guard, 7, false).run_inspected();
     let seen = seen.lock().unwrap();
     assert_eq!(seen.len(), 5 * 3, "once per task and round");
     assert!(seen.iter().all(|&(n, with_answer)| n == 8 && with_answer == 8));

@@ -128,13 +128,14 @@ impl MemoryBank {
     /// Adds an item (already through the gates); returns its id. Placement follows the item's
     /// status and scope: active private items go to `owner`'s store, active team items to the
     /// shared store, quarantined ones to quarantine, rejected ones nowhere. `intent_key` groups
-    /// items by intent; `intent_emb` is called only when the store has no such group yet.
+    /// items by intent; `intent_emb` is called with the item only when the store has no such
+    /// group yet.
     pub fn insert(
         &mut self,
         mut item: MemoryItem,
         owner: u32,
         intent_key: u64,
-        intent_emb: &mut dyn FnMut() -> Vec<f32>,
+        intent_emb: &mut dyn FnMut(&MemoryItem) -> Vec<f32>,
     ) -> ItemId {
         let id = self.items.len() as ItemId;
         item.id = id;
@@ -144,9 +145,10 @@ impl MemoryBank {
             (Status::Active, Scope::Team) => StoreKind::Shared,
             (Status::Active, Scope::Private) => StoreKind::Private(owner),
         };
+        let mut emb = || intent_emb(&item);
         match place {
-            StoreKind::Private(a) => self.private[a as usize].add(id, intent_key, &mut self.intent_table, intent_emb),
-            StoreKind::Shared => self.shared.add(id, intent_key, &mut self.intent_table, intent_emb),
+            StoreKind::Private(a) => self.private[a as usize].add(id, intent_key, &mut self.intent_table, &mut emb),
+            StoreKind::Shared => self.shared.add(id, intent_key, &mut self.intent_table, &mut emb),
             StoreKind::Quarantine => self.quarantine.push(id),
             StoreKind::Dropped => {}
         }

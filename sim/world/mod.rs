@@ -621,12 +621,11 @@ impl<'a> World<'a> {
         let status = item.status;
         // The intent embedding is only needed when the store has no group for this intent yet.
         let (cache, embedder, lex) = (&mut self.intent_cache, &mut self.embedder, &mut self.lex);
-        let intent = item.intent.clone();
-        let mut make = || -> Vec<f32> {
+        let mut make = |item: &MemoryItem| -> Vec<f32> {
             if let Some(e) = cache.get(&key) {
                 return e.to_vec();
             }
-            let tokens = tokens_of(&intent.to_lowercase(), lex);
+            let tokens = tokens_of(&item.intent.to_lowercase(), lex);
             let e: Rc<[f32]> = embedder.embed(&tokens, key, lex).into();
             cache.insert(key, e.clone());
             e.to_vec()
