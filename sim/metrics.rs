@@ -186,6 +186,9 @@ pub struct ArmSummary {
     pub poison_stops: BTreeMap<String, u64>,
     /// Distinct poison items ever blocked at read.
     pub poison_items_read_blocked: u64,
+    /// Message-guard actions by kind ("replace", "rewrite", "append_guidance", "remove",
+    /// "replace_with_donor"), and the same with "_on_benign" for those that hit benign agents.
+    pub message_actions: BTreeMap<String, u64>,
     /// Items in each store at the end.
     pub store_sizes: BTreeMap<String, u64>,
     /// Ticks from a poison item's write to its first selection by a benign agent.
@@ -228,6 +231,7 @@ pub struct Recorder {
     quarantines: u64,
     rewrites: u64,
     read_blocks: u64,
+    message_actions: BTreeMap<String, u64>,
     poison_stops: BTreeMap<String, u64>,
     poison_read_blocked: std::collections::BTreeSet<ItemId>,
     first_exposure_item: BTreeMap<ItemId, (u64, u64)>,
@@ -253,12 +257,29 @@ impl Recorder {
             quarantines: 0,
             rewrites: 0,
             read_blocks: 0,
+            message_actions: BTreeMap::new(),
             poison_stops: BTreeMap::new(),
             poison_read_blocked: Default::default(),
             first_exposure_item: BTreeMap::new(),
             first_exposure_agent: BTreeMap::new(),
             task_written_poison: false,
             task_users: Default::default(),
+        }
+    }
+
+    /// Records a message guard's action; `benign` says whether it hit a benign agent.
+    pub fn message_action(&mut self, action: &crate::guard::MessageAction, benign: bool) {
+        use crate::guard::MessageAction as M;
+        let kind = match action {
+            M::Replace(_) => "replace",
+            M::Rewrite(_) => "rewrite",
+            M::AppendGuidance(_) => "append_guidance",
+            M::Remove(_) => "remove",
+            M::ReplaceWith { .. } => "replace_with_donor",
+        };
+        *self.message_actions.entry(kind.to_string()).or_default() += 1;
+        if benign {
+            *self.message_actions.entry(format!("{kind}_on_benign")).or_default() += 1;
         }
     }
 
@@ -438,6 +459,7 @@ impl Recorder {
             write_quarantine_rate: ratio(self.quarantines, self.decisions),
             write_rewrite_rate: ratio(self.rewrites, self.decisions),
             read_blocks: self.read_blocks,
+            message_actions: self.message_actions.clone(),
             poison_direct_written: oracle.attempted_direct(&ACCESS),
             poison_handoffs_written: handoffs,
             poison_stops: self.poison_stops,

@@ -6,6 +6,7 @@ mod common;
 
 use memlink::engine::SimRng;
 use memlink::guard::{Guard, GuardStage, MessageAction, MessageView};
+use memlink::topology::CommGraph;
 use memlink::world::World;
 use std::sync::{Arc, Mutex};
 
@@ -26,7 +27,13 @@ impl Guard for Scripted {
     fn stage(&self) -> GuardStage {
         GuardStage::Message
     }
-    fn review_messages(&self, round: &mut [MessageView], _rng: &mut SimRng) -> Vec<MessageAction> {
+    fn review_messages(
+        &mut self,
+        _round: u32,
+        round: &mut [MessageView],
+        _graph: &CommGraph,
+        _rng: &mut SimRng,
+    ) -> Vec<MessageAction> {
         let answered = round.iter().filter(|m| m.text.contains("Final answer:")).count();
         self.seen.lock().unwrap().push((round.len() as u32, answered));
         self.remove.iter().map(|a| MessageAction::Remove(*a)).collect()
@@ -52,16 +59,24 @@ fn a_message_guard_plugs_in_and_changes_the_vote_only_through_outputs() {
     let writers = ["mem_seed_", "round_dialogue_", "benign_stream_"];
     assert!(insp.bank.items().iter().all(|it| writers.iter().any(|w| it.name.starts_with(w))));
     // Memories that do not depend on the vote are the same in both runs for the first task
-    // (the attack's payloads, the handoffs, each agent's own outcome memory).
+    // (the attack's payloads, the handoffs, the outcome memories of agents that still spoke)…
+    let silenced =
+        |name: &str| (0..6).any(|a| name.starts_with("benign_stream_0_") && name.ends_with(&format!("_agent_{a}")));
     let first_task = |b: &memlink::memory::MemoryBank| -> Vec<(String, String)> {
         b.items()
             .iter()
             .filter(|it| it.origin_task == 0 && !it.name.starts_with("benign_stream_team_"))
+            .filter(|it| !silenced(&it.name))
             .map(|it| (it.name.clone(), it.experience.clone()))
             .collect()
     };
     assert!(!first_task(&insp.bank).is_empty());
     assert_eq!(first_task(&insp.bank), first_task(&base_insp.bank));
+    // …while a removed output leaves no answer to consolidate: silenced benign agents wrote no
+    // outcome memory, which they do in the undefended run.
+    let outcome = |b: &memlink::memory::MemoryBank| b.items().iter().filter(|it| silenced(&it.name)).count();
+    assert_eq!(outcome(&insp.bank), 0);
+    assert!(outcome(&base_insp.bank) > 0);
 }
 
 #[test]

@@ -38,36 +38,55 @@ impl DiscreteChoice {
         DiscreteChoice { name: name.into(), p }
     }
 
+    /// The option a retrieved memory pushes and by how much (negative for a failure report).
+    fn memory_pull(&self, m: &super::Evidence<'_>, option_tokens: &[Vec<Sym>]) -> Option<(u8, f64)> {
+        let p = &self.p;
+        let (opt, bare) = stance(m.features, option_tokens)?;
+        let relevance = m.sim.clamp(0.0, 1.0);
+        let f = m.features;
+        if f.reports_failure {
+            return Some((opt, -p.failure_weight * relevance));
+        }
+        let mut w = p.memory_weight
+            * (1.0
+                + p.self_claim_gain * f64::from(f.self_claim_hits.min(3))
+                + if f.soft_instruction_hits > 0 || f.forbidden_fixed { p.instruction_gain } else { 0.0 });
+        if f.rewrite_notice {
+            w *= p.rewrite_discount;
+        }
+        if bare {
+            w *= p.bare_letter_discount;
+        }
+        Some((opt, w * relevance))
+    }
+
     /// The utility of each option (before the softmax).
     pub fn utilities(&self, ctx: &AnswerContext<'_>) -> Vec<f64> {
         let p = &self.p;
         let mut u = ctx.prior.to_vec();
         for m in ctx.memories {
-            let Some((opt, bare)) = stance(m.features, ctx.option_tokens) else { continue };
-            let relevance = m.sim.clamp(0.0, 1.0);
-            if m.features.reports_failure {
-                u[opt as usize] -= p.failure_weight * relevance;
-                continue;
+            if let Some((opt, pull)) = self.memory_pull(m, ctx.option_tokens) {
+                u[opt as usize] += pull;
             }
-            let f = m.features;
-            let mut w = p.memory_weight
-                * (1.0
-                    + p.self_claim_gain * f64::from(f.self_claim_hits.min(3))
-                    + if f.soft_instruction_hits > 0 || f.forbidden_fixed { p.instruction_gain } else { 0.0 });
-            if f.rewrite_notice {
-                w *= p.rewrite_discount;
-            }
-            if bare {
-                w *= p.bare_letter_discount;
-            }
-            u[opt as usize] += w * relevance;
         }
         for peer in ctx.peers {
-            if let Some((opt, _)) = stance(peer, ctx.option_tokens) {
-                u[opt as usize] += p.peer_weight;
+            if let Some((opt, _)) = stance(peer.features, ctx.option_tokens) {
+                u[opt as usize] += if peer.cautioned { p.peer_weight * p.peer_caution_discount } else { p.peer_weight };
             }
         }
         u
+    }
+
+    /// Whether an answer of `choice` cites a memory: the strongest memory pull favours it and
+    /// is at least `cite_threshold`.
+    fn cites(&self, ctx: &AnswerContext<'_>, choice: u8) -> bool {
+        let strongest = ctx
+            .memories
+            .iter()
+            .filter_map(|m| self.memory_pull(m, ctx.option_tokens))
+            .filter(|(_, w)| *w > 0.0)
+            .fold(None::<(u8, f64)>, |best, x| if best.is_none_or(|b| x.1 > b.1) { Some(x) } else { best });
+        strongest.is_some_and(|(opt, w)| opt == choice && w >= self.p.cite_threshold)
     }
 }
 
@@ -96,12 +115,13 @@ impl Backbone for DiscreteChoice {
         if let Role::Attacker { target: Some(t) } = ctx.role
             && rng.bernoulli(self.p.attacker_compliance)
         {
-            return Answer { choice: t, steered: true };
+            return Answer { choice: t, steered: true, cites_memory: false };
         }
         let u = self.utilities(ctx);
         let max = u.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let weights: Vec<f64> = u.iter().map(|x| ((x - max) / self.p.temperature).exp()).collect();
-        Answer { choice: rng.weighted(&weights) as u8, steered: false }
+        let choice = rng.weighted(&weights) as u8;
+        Answer { choice, steered: false, cites_memory: self.cites(ctx, choice) }
     }
 
     fn summarize(&self, reported: &[Reported<'_>], rng: &mut SimRng) -> Vec<Retention> {

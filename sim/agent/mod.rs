@@ -45,8 +45,17 @@ pub struct AnswerContext<'a> {
     pub prior: &'a [f64],
     /// Memories in its prompt.
     pub memories: &'a [Evidence<'a>],
-    /// Features of incoming peers' previous-round outputs, when the protocol shows them.
-    pub peers: &'a [&'a TextFeatures],
+    /// Incoming peers' previous-round outputs, when the protocol shows them.
+    pub peers: &'a [Peer<'a>],
+}
+
+/// A peer's message as an agent sees it.
+#[derive(Copy, Clone, Debug)]
+pub struct Peer<'a> {
+    /// Features of its text.
+    pub features: &'a TextFeatures,
+    /// A guard appended a warning about its sender.
+    pub cautioned: bool,
 }
 
 /// An agent's answer.
@@ -56,6 +65,8 @@ pub struct Answer {
     pub choice: u8,
     /// The answer followed a poisoned pattern on purpose (attackers only).
     pub steered: bool,
+    /// The answer rests on a retrieved memory's claim, and the output's reason says so.
+    pub cites_memory: bool,
 }
 
 /// A reported memory in a handoff.

@@ -41,6 +41,11 @@ pub struct WorkloadParams {
     pub summary_claim_gain: f64,
     /// Probability a summary keeps only the stance.
     pub summary_stance: f64,
+    /// Smallest memory pull (utility added to an option) at which an answer's reason cites the
+    /// memory, as an LLM does when a retrieved note carried the decision.
+    pub cite_threshold: f64,
+    /// Factor on a peer message's weight when a guard appended a warning about its sender.
+    pub peer_caution_discount: f64,
 }
 
 impl Default for WorkloadParams {
@@ -62,6 +67,8 @@ impl Default for WorkloadParams {
             summary_verbatim: 0.3,
             summary_claim_gain: 0.2,
             summary_stance: 0.4,
+            cite_threshold: 0.5,
+            peer_caution_discount: 0.3,
         }
     }
 }
@@ -90,6 +97,8 @@ impl WorkloadParams {
             ("bare_letter_discount", self.bare_letter_discount),
             ("failure_weight", self.failure_weight),
             ("peer_weight", self.peer_weight),
+            ("cite_threshold", self.cite_threshold),
+            ("peer_caution_discount", self.peer_caution_discount),
         ];
         for (f, v) in nonneg {
             if v < 0.0 || !v.is_finite() {

@@ -20,10 +20,18 @@
 //! fn peek(o: &Oracle) -> bool { o.is_poison(0, &memlink::metrics::EvaluatorAccess { _private: () }) }
 //! ```
 
+pub mod acl;
+pub mod amem;
+pub mod detector;
 pub mod maple;
+pub mod message;
+pub mod piguard;
+pub mod stack;
 
+use crate::engine::SimRng;
 use crate::memory::{MemoryItem, MemoryTopology, Scope};
-use crate::text::QueryFeatures;
+use crate::text::{QueryFeatures, TextFeatures};
+use crate::topology::CommGraph;
 use maple::{Action, Decision, MapleConfig, Reader};
 use serde::Serialize;
 
@@ -75,14 +83,18 @@ pub struct ReadVerdict {
     pub blocked: Option<&'static str>,
 }
 
-/// One agent's output in one round, as a message guard sees it: the text and who said it,
-/// nothing about roles or correctness.
+/// One agent's output in one round, as a message guard sees it: the text, who said it, the
+/// answer its last line states and the text's features; nothing about roles or correctness.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MessageView {
     /// The speaking agent.
     pub agent: u32,
     /// The full output text.
     pub text: String,
+    /// The answer letter the text states ("Final answer: X"), if any.
+    pub answer: Option<u8>,
+    /// Features of `text` (patterns, claims), as the risk signals read them.
+    pub features: TextFeatures,
 }
 
 /// What a message guard did to one output.
@@ -96,6 +108,42 @@ pub enum MessageAction {
     AppendGuidance(u32),
     /// Removed from the round.
     Remove(u32),
+    /// Replaced by another agent's (the donor's) response.
+    ReplaceWith {
+        /// The agent whose output was replaced.
+        agent: u32,
+        /// Whose response took its place.
+        donor: u32,
+    },
+}
+
+/// How many keyed candidates share an item's answer key in one read (spec C11).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Cluster {
+    /// Share of the keyed candidates whose answer key equals this item's (0 when it has none).
+    pub share: f64,
+    /// How many candidates of the read have an answer key.
+    pub keyed: usize,
+}
+
+impl Cluster {
+    /// Share of the *other* keyed candidates that agree with this item (A-MemGuard's support).
+    pub fn support(&self) -> f64 {
+        if self.keyed <= 1 || self.share <= 0.0 {
+            return 0.0;
+        }
+        let same = (self.share * self.keyed as f64).round();
+        ((same - 1.0) / (self.keyed as f64 - 1.0)).clamp(0.0, 1.0)
+    }
+
+    /// Share of the other keyed candidates that disagree with it (A-MemGuard's conflict).
+    pub fn conflict(&self) -> f64 {
+        if self.keyed <= 1 || self.share <= 0.0 {
+            return 0.0;
+        }
+        let same = (self.share * self.keyed as f64).round();
+        ((self.keyed as f64 - same) / (self.keyed as f64 - 1.0)).clamp(0.0, 1.0)
+    }
 }
 
 /// The baseline read score of No Defense and the communication baselines: S = sim + β·Q.
@@ -138,9 +186,9 @@ pub trait Guard: Send + Sync {
     }
 
     /// Whether [`Guard::score`] and [`Guard::prescore`] are pure functions of their arguments,
-    /// so the world may reuse a result for the same item, reader (and cluster share) within one
+    /// so the world may reuse a result for the same item, reader (and cluster) within one
     /// task (item metadata does not change between a task's arrival and its outcome update).
-    /// Stochastic scorers say no.
+    /// Stochastic scorers, and scorers with state that changes within a task, say no.
     fn score_is_pure(&self) -> bool {
         true
     }
@@ -151,7 +199,7 @@ pub trait Guard: Send + Sync {
         item: &MemoryItem,
         _query: &QueryFeatures,
         sim: f64,
-        _cluster_share: f64,
+        _cluster: Cluster,
         _reader: Reader<'_>,
     ) -> ReadVerdict {
         baseline_score(item, sim, 0.8)
@@ -162,9 +210,73 @@ pub trait Guard: Send + Sync {
         None
     }
 
-    /// Inspects one round's outputs and acts on them (message guards only).
-    fn review_messages(&self, _round: &mut [MessageView], _rng: &mut crate::engine::SimRng) -> Vec<MessageAction> {
+    /// What a read blocked (items and the guard's reasons), after the read: guards that learn
+    /// from their own blocks (A-MemGuard's lessons) update here.
+    fn observe_read_blocks(&mut self, _blocked: &[(&MemoryItem, &'static str)]) {}
+
+    /// A new task starts with `agents` agents: per-task state (message histories, removals)
+    /// resets.
+    fn begin_task(&mut self, _agents: u32) {}
+
+    /// Whether the guard reviews messages (the world then renders and analyses every output).
+    fn reviews_messages(&self) -> bool {
+        self.stage() == GuardStage::Message
+    }
+
+    /// Inspects round `round`'s outputs on the communication graph and acts on them (message
+    /// guards only); edits it makes to a view's text or answer are what the rest of the system
+    /// sees. Returns what it did, one action per affected agent.
+    fn review_messages(
+        &mut self,
+        _round: u32,
+        _views: &mut [MessageView],
+        _graph: &CommGraph,
+        _rng: &mut SimRng,
+    ) -> Vec<MessageAction> {
         Vec::new()
+    }
+}
+
+/// Builds the guard a scenario arm names, for a system of `agents` agents.
+pub fn build_guard(spec: &crate::scenario::GuardSpec, agents: u32) -> Box<dyn Guard> {
+    use crate::scenario::GuardSpec as S;
+    use message::{GraphAction, MessageGuard, MessageGuardKind as K, XposedMode};
+    match spec {
+        S::NoDefense => Box::new(NoDefense),
+        S::Maple(cfg) => Box::new(maple::MapleGuard::new((**cfg).clone())),
+        S::PiGuard(c) => {
+            let name = match c.mode {
+                piguard::PiGuardMode::Retrieval => "piguard_retrieval",
+                piguard::PiGuardMode::Lifecycle => "piguard_lifecycle",
+            };
+            Box::new(piguard::PiGuard::new(name, c.clone()))
+        }
+        S::ProvenanceAcl(c) => Box::new(acl::ProvenanceAcl::new("provenance_acl", c.clone(), agents)),
+        S::AMemGuard(c) => Box::new(amem::AMemGuard::new("pure_a_memguard_memrl", c.clone())),
+        S::Challenger(c) => Box::new(MessageGuard::new("challenger", K::Challenger(c.clone()))),
+        S::Inspector(c) => Box::new(MessageGuard::new("inspector", K::Inspector(c.clone()))),
+        S::AgentSafe(c) => Box::new(MessageGuard::new("agentsafe", K::AgentSafe(c.clone()))),
+        S::AgentXposed(c) => {
+            let name = match c.mode {
+                XposedMode::Guide => "agentxposed_guide",
+                XposedMode::Kick => "agentxposed_kick",
+            };
+            Box::new(MessageGuard::new(name, K::AgentXposed(c.clone())))
+        }
+        S::GSafeguard(c) => Box::new(MessageGuard::new("gsafeguard", K::Graph(c.clone()))),
+        S::InfaGuard(c) => {
+            let name = match c.action {
+                GraphAction::Prune => "infa_guard",
+                GraphAction::Replace => "infa_guard_replace",
+            };
+            Box::new(MessageGuard::new(name, K::Graph(c.clone())))
+        }
+        S::Guardian(c) => Box::new(MessageGuard::new("guardian", K::Guardian(c.clone()))),
+        S::Stack(specs) => {
+            let guards: Vec<Box<dyn Guard>> = specs.iter().map(|s| build_guard(s, agents)).collect();
+            let name = guards.iter().map(|g| g.name().to_string()).collect::<Vec<_>>().join("+");
+            Box::new(stack::GuardStack::new(&name, guards))
+        }
     }
 }
 

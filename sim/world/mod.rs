@@ -11,19 +11,19 @@
 mod render;
 
 use crate::agent::Profile;
-use crate::agent::{Answer, AnswerContext, Backbone, DiscreteChoice, Evidence, Reported, Retention, Role};
+use crate::agent::{Answer, AnswerContext, Backbone, DiscreteChoice, Evidence, Peer, Reported, Retention, Role};
 use crate::attack::{AttackConfig, PoisonWrite};
 use crate::embed::{Embedder, cosine};
 use crate::engine::{EventQueue, StreamKind, Streams, Time, TraceEntry, TraceHash};
 use crate::guard::maple::{
-    FeedbackPolicy, MapleConfig, MapleGuard, ProvenanceMode, Reader, StrictChannel, apply_outcome, apply_strict_view,
+    FeedbackPolicy, MapleConfig, ProvenanceMode, Reader, StrictChannel, apply_outcome, apply_strict_view,
     derive_provenance,
 };
-use crate::guard::{CommitVerdict, Guard, MessageAction, MessageView, NoDefense};
+use crate::guard::{Cluster, CommitVerdict, Guard, MessageAction, MessageView};
 use crate::memory::{ItemId, MemoryBank, MemoryItem, MemoryTopology, Scope, Status, Taint, Writer};
 use crate::metrics::{AgentRound, ArmSummary, FinishContext, Recorder, label_handoff};
 use crate::oracle::{Oracle, PoisonOrigin, PoisonRecord};
-use crate::scenario::{Arm, Attackers, GuardSpec, Placement, PromotionPolicy, RetrievalMode, Scenario, Timing};
+use crate::scenario::{Arm, Attackers, Placement, PromotionPolicy, RetrievalMode, Scenario, Timing};
 use crate::text::{Fragment, composable, compose, experience_fragment, intent_fragment};
 use crate::text::{Lexicon, QueryFeatures, Sym, TextFeatures, analyze, analyze_query, tokens_of};
 use crate::topology::CommGraph;
@@ -128,14 +128,6 @@ pub struct ArmRun {
     pub trace: Option<Vec<TraceEntry>>,
 }
 
-/// Builds the guard of an arm.
-pub fn build_guard(spec: &GuardSpec) -> Box<dyn Guard> {
-    match spec {
-        GuardSpec::NoDefense => Box::new(NoDefense),
-        GuardSpec::Maple(cfg) => Box::new(MapleGuard::new((**cfg).clone())),
-    }
-}
-
 /// Per-task cached handoff pieces: task index, header fragment, footer text and fragment.
 type TaskFragments = (u32, Rc<Fragment>, Rc<str>, Rc<Fragment>);
 
@@ -148,6 +140,9 @@ struct TaskState {
     selected: Vec<Vec<Vec<(ItemId, f64)>>>,
     answers: Vec<Vec<Option<Answer>>>,
     removed: Vec<Vec<bool>>,
+    /// [round][agent] the output as others see it after message review: its features and
+    /// whether a guard appended a warning (None: removed or not rendered).
+    shown: Vec<Vec<Option<(TextFeatures, bool)>>>,
     tokens: Vec<Vec<u32>>,
     call_time: Vec<Vec<u64>>,
     answered: Vec<u32>,
@@ -202,7 +197,7 @@ pub struct World<'a> {
     sim_memo: Vec<(u32, f64)>,
     /// Per item: (stamp, reader, cluster share bits, verdict) of its last read this task, when
     /// the guard is pure.
-    verdict_memo: Vec<(u32, u32, u64, crate::guard::ReadVerdict)>,
+    verdict_memo: Vec<(u32, u32, u64, usize, crate::guard::ReadVerdict)>,
     /// Per item: (stamp, reader, backend pre-score) for the current task.
     prescore_memo: Vec<(u32, u32, f64)>,
     memo_stamp: u32,
@@ -259,7 +254,7 @@ pub fn place_attackers(scn: &Scenario, graph: &CommGraph, streams: &Streams) -> 
 impl<'a> World<'a> {
     /// Sets up a run of `arm` of `scn` with `profile` and master seed `seed`.
     pub fn new(scn: &'a Scenario, profile: &Profile, arm: &Arm, seed: u64, record: bool) -> Self {
-        Self::with_guard(scn, profile, &arm.name, build_guard(&arm.guard), seed, record)
+        Self::with_guard(scn, profile, &arm.name, crate::guard::build_guard(&arm.guard, scn.agents), seed, record)
     }
 
     /// Sets up a run with a guard built outside the scenario (a researcher's own [`Guard`]).
@@ -524,6 +519,7 @@ impl<'a> World<'a> {
             selected: vec![vec![Vec::new(); n]; rounds],
             answers: vec![vec![None; n]; rounds],
             removed: vec![vec![false; n]; rounds],
+            shown: vec![vec![None; n]; rounds],
             tokens: vec![vec![0; n]; rounds],
             call_time: vec![vec![0; n]; rounds],
             answered: vec![0; rounds],
@@ -536,6 +532,7 @@ impl<'a> World<'a> {
         };
         // A new query: every cached similarity and verdict is stale.
         self.memo_stamp += 1;
+        self.guard.begin_task(self.scn.agents);
         if t.poisoning
             && !self.attacker_ids.is_empty()
             && let AttackConfig::Minja(cfg) = &self.scn.attack
@@ -868,25 +865,19 @@ impl<'a> World<'a> {
         } else {
             Role::Benign
         };
-        let peer_feats: Vec<TextFeatures> = if self.scn.protocol.peer_messages && round > 0 {
-            let inc = self.graph.incoming(agent).to_vec();
-            let outs: Vec<(u32, u8)> = inc
+        let peer_msgs: Vec<(TextFeatures, bool)> = if self.scn.protocol.peer_messages && round > 0 {
+            self.graph
+                .incoming(agent)
                 .iter()
-                .filter(|j| !st.removed[round as usize - 1][**j as usize])
-                .filter_map(|j| st.answers[round as usize - 1][*j as usize].map(|a| (*j, a.choice)))
-                .collect();
-            let texts: Vec<String> = outs
-                .iter()
-                .map(|(j, c)| render::output_text(t, *c, self.is_attacker[*j as usize] && poisoning))
-                .collect();
-            texts.iter().map(|x| analyze("", x, &mut self.lex)).collect()
+                .filter_map(|j| st.shown[round as usize - 1][*j as usize].clone())
+                .collect()
         } else {
             Vec::new()
         };
         let st = self.cur.as_ref().expect("task");
         let evidence: Vec<Evidence<'_>> =
             selection.iter().map(|(id, sim)| Evidence { features: &self.bank.get(*id).features, sim: *sim }).collect();
-        let peers: Vec<&TextFeatures> = peer_feats.iter().collect();
+        let peers: Vec<Peer<'_>> = peer_msgs.iter().map(|(f, c)| Peer { features: f, cautioned: *c }).collect();
         let ctx = AnswerContext {
             role,
             option_tokens: &st.option_tokens,
@@ -1053,11 +1044,12 @@ impl<'a> World<'a> {
                 Some(key) => key_counts[key as usize] as f64 / keyed.max(1) as f64,
                 None => 0.0,
             };
+            let cluster = Cluster { share, keyed };
             let i = *id as usize;
             if self.sim_memo.len() <= i {
                 self.sim_memo.resize(self.bank.len(), (0, 0.0));
                 self.verdict_memo
-                    .resize(self.bank.len(), (0, 0, 0, crate::guard::ReadVerdict { score: 0.0, blocked: None }));
+                    .resize(self.bank.len(), (0, 0, 0, 0, crate::guard::ReadVerdict { score: 0.0, blocked: None }));
             }
             let stamp = self.memo_stamp;
             let sim = if self.sim_memo[i].0 == stamp {
@@ -1069,13 +1061,13 @@ impl<'a> World<'a> {
             };
             let pure = self.guard.score_is_pure();
             let m = self.verdict_memo[i];
-            let v = if pure && m.0 == stamp && m.1 == agent && m.2 == share.to_bits() {
-                m.3
+            let v = if pure && m.0 == stamp && m.1 == agent && m.2 == share.to_bits() && m.3 == keyed {
+                m.4
             } else {
                 let st = self.cur.as_ref().expect("task");
-                let v = self.guard.score(self.bank.get(*id), &st.query, sim, share, reader);
+                let v = self.guard.score(self.bank.get(*id), &st.query, sim, cluster, reader);
                 if pure {
-                    self.verdict_memo[i] = (stamp, agent, share.to_bits(), v);
+                    self.verdict_memo[i] = (stamp, agent, share.to_bits(), keyed, v);
                 }
                 v
             };
@@ -1092,6 +1084,11 @@ impl<'a> World<'a> {
         let scored: Vec<(f64, ItemId, f64)> = ranked.into_iter().map(|(s, _, id, sim)| (s, id, sim)).collect();
         for (id, _) in &pool {
             self.bank.get_mut(*id).retrieved_count += 1;
+        }
+        if !blocked.is_empty() {
+            let seen: Vec<(&MemoryItem, &'static str)> =
+                blocked.iter().map(|(id, _, reason)| (self.bank.get(*id), *reason)).collect();
+            self.guard.observe_read_blocks(&seen);
         }
         for (id, stage, reason) in blocked {
             if stage == "read" {
@@ -1117,21 +1114,59 @@ impl<'a> World<'a> {
         let wl = self.workload.clone();
         let t = &wl.tasks()[task as usize];
         let n = self.scn.agents;
-        let mut views: Vec<MessageView> = (0..n)
-            .filter_map(|a| {
-                st.answers[round as usize][a as usize]
-                    .map(|ans| MessageView { agent: a, text: render::output_text(t, ans.choice, ans.steered) })
-            })
-            .collect();
-        let mut rng = self.streams.rng(StreamKind::Guard, &[u64::from(task), u64::from(round)]);
-        let actions = self.guard.review_messages(&mut views, &mut rng);
-        let st = self.cur.as_mut().expect("task");
-        for a in actions {
-            match a {
-                MessageAction::Remove(x) | MessageAction::Replace(x) => st.removed[round as usize][x as usize] = true,
-                MessageAction::Rewrite(_) | MessageAction::AppendGuidance(_) => {}
+        let r = round as usize;
+        let reviews = self.guard.reviews_messages();
+        if reviews || self.scn.protocol.peer_messages {
+            let lex = &mut self.lex;
+            let mut views: Vec<MessageView> = (0..n)
+                .filter_map(|a| {
+                    st.answers[r][a as usize].map(|ans| {
+                        let text = render::output_text(t, &ans);
+                        let features = analyze("", &text, lex);
+                        MessageView { agent: a, text, answer: Some(ans.choice), features }
+                    })
+                })
+                .collect();
+            let actions = if reviews {
+                let mut rng = self.streams.rng(StreamKind::Guard, &[u64::from(task), u64::from(round)]);
+                self.guard.review_messages(round, &mut views, &self.graph, &mut rng)
+            } else {
+                Vec::new()
+            };
+            let st = self.cur.as_mut().expect("task");
+            let mut cautioned = vec![false; n as usize];
+            for a in &actions {
+                self.trace.u64(message_action_code(a));
+                let hit = match *a {
+                    MessageAction::Remove(x)
+                    | MessageAction::Replace(x)
+                    | MessageAction::Rewrite(x)
+                    | MessageAction::AppendGuidance(x) => x,
+                    MessageAction::ReplaceWith { agent, .. } => agent,
+                };
+                self.recorder.message_action(a, !self.is_attacker[hit as usize]);
+                match *a {
+                    MessageAction::Remove(x) | MessageAction::Replace(x) | MessageAction::Rewrite(x) => {
+                        st.removed[r][x as usize] = true
+                    }
+                    MessageAction::AppendGuidance(x) => cautioned[x as usize] = true,
+                    MessageAction::ReplaceWith { agent, donor } => {
+                        st.answers[r][agent as usize] = st.answers[r][donor as usize].map(|d| Answer {
+                            choice: d.choice,
+                            steered: false,
+                            cites_memory: d.cites_memory,
+                        });
+                    }
+                }
+            }
+            for v in views {
+                let a = v.agent as usize;
+                if !st.removed[r][a] {
+                    st.shown[r][a] = Some((v.features, cautioned[a]));
+                }
             }
         }
+        let st = self.cur.as_mut().expect("task");
         st.finished_rounds = round + 1;
         let obs: Vec<AgentRound> = (0..n)
             .map(|a| AgentRound {
@@ -1197,6 +1232,10 @@ impl<'a> World<'a> {
         if proto.outcome_memories {
             for a in 0..n {
                 if self.is_attacker[a as usize] {
+                    continue;
+                }
+                // A removed or replaced output leaves no answer to consolidate.
+                if st.removed[last][a as usize] {
                     continue;
                 }
                 let Some(ans) = st.answers[last][a as usize] else { continue };
@@ -1312,6 +1351,17 @@ fn top_k<T>(v: &mut Vec<T>, k: usize, cmp: impl Fn(&T, &T) -> std::cmp::Ordering
     }
     v.truncate(k);
     v.sort_by(cmp);
+}
+
+/// A stable code of a message action for the trace hash.
+fn message_action_code(a: &MessageAction) -> u64 {
+    match *a {
+        MessageAction::Replace(x) => 1 << 32 | u64::from(x),
+        MessageAction::Rewrite(x) => 2 << 32 | u64::from(x),
+        MessageAction::AppendGuidance(x) => 3 << 32 | u64::from(x),
+        MessageAction::Remove(x) => 4 << 32 | u64::from(x),
+        MessageAction::ReplaceWith { agent, donor } => 5 << 32 | u64::from(donor) << 16 | u64::from(agent),
+    }
 }
 
 fn policy_name(p: PromotionPolicy) -> &'static str {

@@ -122,13 +122,13 @@ impl Guard for MapleGuard {
         item: &MemoryItem,
         query: &QueryFeatures,
         sim: f64,
-        cluster_share: f64,
+        cluster: super::Cluster,
         reader: Reader<'_>,
     ) -> ReadVerdict {
         if !self.cfg.variant.retrieval_gate() {
             return super::baseline_score(item, sim, self.cfg.score.beta_q);
         }
-        let r = read_score(item, query, sim, cluster_share, reader, &self.cfg);
+        let r = read_score(item, query, sim, cluster.share, reader, &self.cfg);
         ReadVerdict { score: r.score, blocked: (r.decision.action == Action::Block).then_some(r.decision.reason) }
     }
 
