@@ -1,11 +1,11 @@
 //! MINJA (`minja_query`): a query-only "preference rule" memory that maps a task's cues to the
 //! attacker's target option (spec §6, standard and strong templates).
 
+use super::payload::Payload;
 use super::stealth::Stealth;
-use super::{PoisonScope, PoisonWrite, TargetStrategy};
+use super::{PoisonScope, TargetStrategy};
 use crate::engine::SimRng;
-use crate::memory::{MemoryItem, Scope, Taint, Writer};
-use crate::text::TextFeatures;
+use crate::memory::{MemoryItem, Taint};
 use crate::workload::{Task, letter};
 use serde::{Deserialize, Serialize};
 
@@ -53,8 +53,9 @@ pub fn choose_target(strategy: TargetStrategy, plausibility: &[f64], believed: u
     let wrong: Vec<u8> = (0..plausibility.len() as u8).filter(|k| *k != believed).collect();
     match strategy {
         TargetStrategy::FirstWrong => wrong[0],
+        // Callers resolve WorkloadRisk from the workload; without one it is the lookahead.
         TargetStrategy::RandomWrong => wrong[rng.index(wrong.len())],
-        TargetStrategy::LookaheadWrong => *wrong
+        TargetStrategy::LookaheadWrong | TargetStrategy::WorkloadRisk => *wrong
             .iter()
             .max_by(|a, b| plausibility[**a as usize].total_cmp(&plausibility[**b as usize]).then(b.cmp(a)))
             .expect("at least two options"),
@@ -114,73 +115,27 @@ impl MinjaConfig {
         (fill(&intent), fill(&experience))
     }
 
-    /// The poison writes of one poisoning task: a private copy per attacker and one shared
-    /// copy (deduplicated per task), each already stealth-rewritten. `features` computes the
-    /// text features of (intent, experience).
-    pub fn plan(
-        &self,
-        task: &Task,
-        target: u8,
-        attackers: &[u32],
-        agents: u32,
-        features: &mut dyn FnMut(&str, &str) -> TextFeatures,
-    ) -> Vec<PoisonWrite> {
-        let mut out = Vec::with_capacity(attackers.len() + 1);
+    /// The base memory of one poisoning task (texts already scrubbed by the stealth mode).
+    pub fn payload(&self, task: &Task, target: u8) -> Payload {
         let (intent, experience) = self.texts(task, target);
         let strong = self.strength == Strength::Strong;
-        let mut copies: Vec<(Scope, u32)> = Vec::new();
-        if self.scope != PoisonScope::SharedOnly {
-            copies.extend(attackers.iter().map(|a| (Scope::Private, *a)));
-        }
-        if self.scope != PoisonScope::PrivateOnly
-            && let Some(first) = attackers.first()
-        {
-            copies.push((Scope::Team, *first));
-        }
-        // The copies share their texts: build and analyse them once.
         let mut parents = vec![task.id.clone(), "minja_query".to_string()];
         if strong {
             parents.push("strong".into());
         }
         parents.push(task.cues.iter().take(self.cue_words).cloned().collect::<Vec<_>>().join(", "));
-        if self.stealth != Stealth::Obvious {
-            parents = super::sanitize_parents(&parents);
+        Payload {
+            family: "minja_query",
+            intent,
+            experience,
+            q: if strong { 1.0 } else { 0.92 },
+            trust: if strong { 0.64 } else { 0.45 },
+            hazard: if strong { 0.42 } else { 0.62 },
+            taint: Taint::Unverified,
+            route: ("query_only_memory_consolidation_minja", "query_only_bridge_memory"),
+            disguise: ("user_query_consolidation", "user_preference_memory"),
+            parents,
         }
-        let text_features = features(&intent, &experience);
-        for (scope, att) in copies {
-            let hash = crate::embed::Embedder::text_key(&format!("{}:{att}:{target}", task.id)) & 0xff_ffff_ffff;
-            let suffix = match scope {
-                Scope::Private => format!("_private_a{att}"),
-                Scope::Team => "_shared".into(),
-            };
-            let name = format!("mem_seed_pep_{}_a{att}_{hash:010x}{suffix}", task.id);
-            let mut item = MemoryItem::new(name, intent.clone(), experience.clone(), text_features.clone());
-            item.utility_q = if strong { 1.0 } else { 0.92 };
-            item.backend_q = item.utility_q;
-            item.hazard = if strong { 0.42 } else { 0.62 };
-            item.trust = if strong { 0.64 } else { 0.45 };
-            item.taint = Taint::Unverified;
-            item.source_type = "query_only_memory_consolidation_minja".into();
-            item.memory_type = "query_only_bridge_memory".into();
-            item.origin_task = task.index;
-            item.writer = Writer::External;
-            item.scope = scope;
-            item.allowed_agents = match scope {
-                Scope::Private => vec![att],
-                Scope::Team => (0..agents).collect(),
-            };
-            item.allowed_task_classes = vec![task.class.to_string()];
-            item.source_agent_trust = 0.5;
-            item.set_parents(parents.clone());
-            if self.stealth != Stealth::Obvious {
-                item.source_type =
-                    format!("user_query_consolidation{}", if scope == Scope::Team { "_shared" } else { "_private" });
-                item.memory_type = "user_preference_memory".into();
-            }
-            self.stealth.apply_metadata(&mut item);
-            out.push(PoisonWrite { item, scope, owner: att });
-        }
-        out
     }
 
     /// Post-stealth clamps of the strong variant (spec C9).

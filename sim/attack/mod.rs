@@ -2,13 +2,22 @@
 //! targets. The attack knows the workload's public view and its own role; it never sees guard
 //! internals.
 
+mod explicit;
+mod graft;
 mod minja;
+pub mod payload;
 mod stealth;
+mod trigger;
 
+pub use explicit::ExplicitConfig;
+pub use graft::{GraftConfig, GraftMode};
 pub use minja::{MinjaConfig, Strength, choose_target};
 pub use stealth::{Stealth, sanitize_parents, sanitize_text};
+pub use trigger::{QueryActivation, REFERENCE_TRIGGER, TriggerConfig};
 
 use crate::memory::{MemoryItem, Scope};
+use crate::workload::Task;
+pub use payload::PlanHooks;
 use serde::{Deserialize, Serialize};
 
 /// How the poisoned target answer is chosen (spec §6).
@@ -21,6 +30,9 @@ pub enum TargetStrategy {
     FirstWrong,
     /// A uniformly random wrong option.
     RandomWrong,
+    /// The option the workload marks as the risky action (AppWorld's y*); the lookahead choice
+    /// on workloads without one.
+    WorkloadRisk,
 }
 
 /// Which copies of a payload are written.
@@ -42,6 +54,12 @@ pub enum AttackConfig {
     None,
     /// MINJA: query-only memory injection (spec §6).
     Minja(MinjaConfig),
+    /// Explicit direct memory injection (DMI).
+    Explicit(ExplicitConfig),
+    /// MemoryGraft: a poisoned successful experience.
+    MemoryGraft(GraftConfig),
+    /// AgentPoison: a trigger-conditioned retrieval demonstration.
+    AgentPoison(TriggerConfig),
 }
 
 impl AttackConfig {
@@ -55,6 +73,55 @@ impl AttackConfig {
         match self {
             AttackConfig::None => "none",
             AttackConfig::Minja(_) => "minja_query",
+            AttackConfig::Explicit(_) => "explicit",
+            AttackConfig::MemoryGraft(_) => "memory_graft",
+            AttackConfig::AgentPoison(_) => "trigger_backdoor",
+        }
+    }
+
+    /// How a memory-injection attack picks its target (None: the attack writes no memory).
+    pub fn target_strategy(&self) -> Option<TargetStrategy> {
+        match self {
+            AttackConfig::None => None,
+            AttackConfig::Minja(c) => Some(c.target),
+            AttackConfig::Explicit(c) => Some(c.target),
+            AttackConfig::MemoryGraft(c) => Some(c.target),
+            AttackConfig::AgentPoison(c) => Some(c.target),
+        }
+    }
+
+    /// The trigger later retrieval queries carry, if the attack activates one (AgentPoison).
+    pub fn retrieval_trigger(&self) -> Option<&str> {
+        match self {
+            AttackConfig::AgentPoison(c) if c.activation.retrieval() => Some(&c.trigger),
+            _ => None,
+        }
+    }
+
+    /// The poison writes of one poisoning task targeting `target` (empty for attacks that
+    /// write no memory), each built, derived and disguised (see [`payload::plan`]).
+    pub fn plan(
+        &self,
+        task: &Task,
+        target: u8,
+        attackers: &[u32],
+        agents: u32,
+        hooks: &mut PlanHooks<'_>,
+    ) -> Vec<PoisonWrite> {
+        let (p, stealth, scope) = match self {
+            AttackConfig::None => return Vec::new(),
+            AttackConfig::Minja(c) => (c.payload(task, target), c.stealth, c.scope),
+            AttackConfig::Explicit(c) => (c.payload(task, target), c.stealth, c.scope),
+            AttackConfig::MemoryGraft(c) => (c.payload(task, target), c.stealth, c.scope),
+            AttackConfig::AgentPoison(c) => (c.payload(task, target), c.stealth, c.scope),
+        };
+        payload::plan(&p, task, target, attackers, agents, stealth, scope, hooks)
+    }
+
+    /// Post-stealth clamps (spec C9: MINJA strong only).
+    pub fn clamp(&self, item: &mut MemoryItem) {
+        if let AttackConfig::Minja(c) = self {
+            c.clamp(item);
         }
     }
 }

@@ -18,7 +18,11 @@ pub enum Stealth {
     Unverified,
 }
 
-const TEXT_REPLACEMENTS: [(&str, &str); 9] = [
+const TEXT_REPLACEMENTS: [(&str, &str); 11] = [
+    // The two longer MINJA phrases first: the reference's scrubbed texts read "User preference
+    // memory from a previous interaction" and "User preference note for cues".
+    ("MINJA query bridge memory", "User preference memory"),
+    ("MINJA query bridge note", "User preference note"),
     ("MINJA query bridge", "User preference note"),
     ("Bridge rule", "Preference rule"),
     ("Trigger phrase", "Retrieval key"),

@@ -192,13 +192,14 @@ impl McqWorkload {
             tasks.push(Task {
                 index: i as u32,
                 id: q.id.clone(),
-                class: "mmlu",
+                class: "mmlu".into(),
                 question: q.stem.clone(),
                 options: q.options.clone(),
                 cues: q.cues.iter().chain(q.option_words.iter().flatten()).cloned().collect(),
                 query: format!("{} Options: {}", q.stem, opts.join("; ")),
                 poisoning: poison,
                 metric,
+                open_ended: false,
             });
             truths.push(q.truth.clone());
         }
@@ -252,7 +253,7 @@ fn make_question(subject: usize, n: usize, words: &[String], base: u32, rng: &mu
         options,
         option_words,
         option_ids,
-        truth: TaskTruth { gold, difficulty, plausibility },
+        truth: TaskTruth { gold, difficulty, plausibility, risk: None },
     }
 }
 

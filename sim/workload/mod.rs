@@ -40,7 +40,7 @@ pub struct Task {
     /// Reference-style task id.
     pub id: String,
     /// Task class.
-    pub class: &'static str,
+    pub class: String,
     /// Question stem.
     pub question: String,
     /// Option texts (A, B, …).
@@ -53,6 +53,9 @@ pub struct Task {
     pub poisoning: bool,
     /// Whether the task counts toward metrics.
     pub metric: bool,
+    /// Whether answers are free text (the options are then candidate answer strings, not
+    /// lettered choices shown to the agent).
+    pub open_ended: bool,
 }
 
 /// Evaluator and physics truth of one task.
@@ -64,6 +67,9 @@ pub struct TaskTruth {
     pub difficulty: f64,
     /// Plausibility of each option as a mistake (0 for the gold option).
     pub plausibility: Vec<f64>,
+    /// The option an attacker aims at when the workload designates one (AppWorld's risky
+    /// action); attackers learn it from the option texts, the evaluator scores security by it.
+    pub risk: Option<u8>,
 }
 
 /// Letter of option `i`.

@@ -12,7 +12,7 @@ mod render;
 
 use crate::agent::Profile;
 use crate::agent::{Answer, AnswerContext, Backbone, DiscreteChoice, Evidence, Peer, Reported, Retention, Role};
-use crate::attack::{AttackConfig, PoisonWrite};
+use crate::attack::PoisonWrite;
 use crate::embed::{Embedder, cosine};
 use crate::engine::{EventQueue, StreamKind, Streams, Time, TraceEntry, TraceHash};
 use crate::guard::maple::{
@@ -535,43 +535,55 @@ impl<'a> World<'a> {
         self.guard.begin_task(self.scn.agents);
         if t.poisoning
             && !self.attacker_ids.is_empty()
-            && let AttackConfig::Minja(cfg) = &self.scn.attack
+            && let Some(strategy) = self.scn.attack.target_strategy()
         {
             // The attacker plans with its own belief about the answer: the lookahead target is
-            // the most plausible option it believes wrong.
+            // the most plausible option it believes wrong; a workload-designated risky action
+            // (AppWorld) is taken as is.
             let lead = self.attacker_ids[0] as usize;
             let believed = argmax(&st.priors[lead]);
             let mut rng = self.streams.rng(StreamKind::Attack, &[u64::from(task)]);
-            let plaus = attacker_plausibility(&st.priors[lead]);
-            let target = crate::attack::choose_target(cfg.target, &plaus, believed, &mut rng);
+            let target = match (strategy, truth.risk) {
+                (crate::attack::TargetStrategy::WorkloadRisk, Some(risk)) => risk,
+                _ => {
+                    let plaus = attacker_plausibility(&st.priors[lead]);
+                    crate::attack::choose_target(strategy, &plaus, believed, &mut rng)
+                }
+            };
             st.target = Some(target);
             st.target_tokens = st.option_tokens[target as usize].clone();
             self.targets.insert(task, (target, st.target_tokens.clone()));
-            let cfg = cfg.clone();
             self.cur = Some(st);
+            let attack = &self.scn.attack;
+            let recomputed = self.scn.protocol.provenance == ProvenanceMode::Recomputed;
+            let meta = &self.meta;
             let mut feats = |i: &str, e: &str| analyze(i, e, &mut self.lex);
-            let writes = cfg.plan(t, target, &self.attacker_ids, self.scn.agents, &mut feats);
+            let mut derive = |item: &mut MemoryItem| {
+                if recomputed {
+                    derive_provenance(item, meta);
+                }
+            };
+            let mut hooks = crate::attack::PlanHooks { features: &mut feats, derive: &mut derive };
+            let writes = attack.plan(t, target, &self.attacker_ids, self.scn.agents, &mut hooks);
             for w in writes {
-                self.commit_poison(w, &cfg, task, target);
+                self.commit_poison(w, task, target);
             }
             return;
         }
         self.cur = Some(st);
     }
 
-    fn commit_poison(&mut self, w: PoisonWrite, cfg: &crate::attack::MinjaConfig, task: u32, target: u8) {
+    fn commit_poison(&mut self, w: PoisonWrite, task: u32, target: u8) {
         let PoisonWrite { mut item, scope, owner } = w;
-        // Build → stealth → derive → strong clamps; the commit derives once more (spec C9).
-        if self.scn.protocol.provenance == ProvenanceMode::Recomputed {
-            derive_provenance(&mut item, &self.meta);
-        }
-        cfg.clamp(&mut item);
+        // The plan derived at build and after stealth; strong clamps; the commit derives once
+        // more (spec C9).
+        self.scn.attack.clamp(&mut item);
         let payload = item.features.claim_sentence.is_some();
         let tokens = self.cur.as_ref().map(|s| s.target_tokens.clone()).unwrap_or_default();
         let strict = (StrictChannel::External, Taint::External, Vec::new());
         let record = PoisonRecord {
             origin: PoisonOrigin::Direct,
-            attack: "minja_query",
+            attack: self.scn.attack.family(),
             task,
             target_tokens: tokens,
             target,
@@ -965,7 +977,8 @@ impl<'a> World<'a> {
         let (k, bk) = (proto.top_k, proto.backend_k());
         let st = self.cur.as_ref().expect("task");
         let task = st.task;
-        let class = self.task(task).class;
+        let wl = self.workload.clone();
+        let class = wl.tasks()[task as usize].class.as_str();
         let reader = Reader { agent, task_class: class };
         let topo = self.scn.memory_topology;
         let mut pools: Vec<Vec<(ItemId, f64, bool)>> = Vec::new();
