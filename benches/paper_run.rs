@@ -20,11 +20,7 @@ fn paper_runs(c: &mut Criterion) {
         let path = format!("{}/scenarios/paper/mmlu-minja-{topo}.ron", env!("CARGO_MANIFEST_DIR"));
         let ls = load(Path::new(&path)).expect("bundled scenario loads");
         let s = &ls.scenario;
-        let decisions = u64::from(s.agents)
-            * u64::from(s.protocol.rounds)
-            * u64::from(match &s.workload {
-                memlink::workload::WorkloadConfig::Mmlu(w) => w.tasks,
-            });
+        let decisions = u64::from(s.agents) * u64::from(s.protocol.rounds) * u64::from(s.workload.tasks());
         group.throughput(Throughput::Elements(decisions));
         for arm in &s.arms {
             let id = format!("{topo}/{}", arm.name.replace(' ', "_"));

@@ -1,7 +1,8 @@
-//! Grids: a base scenario expanded over seeds, topologies and attacker sets (the paper's
-//! 15 fixed attacker triples), run in parallel with results in expansion order, and the
-//! table those results make (per arm, mean of the per-topology means with the
-//! across-topology standard deviation, as the paper reports).
+//! Grids: one or more base scenarios (the paper's benchmark–attack settings) expanded over
+//! backbones, seeds, topologies and attacker sets (the paper's 15 fixed attacker triples), run in
+//! parallel with results in expansion order, and the table those results make: per backbone,
+//! setting and arm, the mean of the per-topology means with the across-topology standard
+//! deviation, as the paper's Table 2 reports.
 
 use crate::error::{Error, Pos, Result, parse_ron, read_file};
 use crate::metrics::ArmSummary;
@@ -19,8 +20,15 @@ use std::path::{Path, PathBuf};
 pub struct GridSpec {
     /// Grid name.
     pub name: String,
-    /// Base scenario, relative to the grid file.
-    pub base: PathBuf,
+    /// Base scenario, relative to the grid file (a one-setting grid).
+    #[serde(default)]
+    pub base: Option<PathBuf>,
+    /// Settings, each a named base scenario relative to the grid file (Table 2's columns).
+    #[serde(default)]
+    pub settings: Vec<GridSetting>,
+    /// Backbone profiles (default: each base scenario's).
+    #[serde(default)]
+    pub backbones: Vec<String>,
     /// Master seeds (default: the base scenario's).
     #[serde(default)]
     pub seeds: Vec<u64>,
@@ -32,11 +40,25 @@ pub struct GridSpec {
     pub attacker_sets: Vec<Vec<u32>>,
 }
 
+/// One setting of a grid: a name for the table and its base scenario.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GridSetting {
+    /// Column name ("mmlu_minja").
+    pub name: String,
+    /// Base scenario, relative to the grid file.
+    pub base: PathBuf,
+}
+
 /// One expanded run.
 #[derive(Clone, Debug)]
 pub struct GridRun {
     /// Position in expansion order.
     pub index: usize,
+    /// Setting name.
+    pub setting: String,
+    /// Backbone profile.
+    pub backbone: String,
     /// Seed.
     pub seed: u64,
     /// Topology label.
@@ -54,6 +76,12 @@ pub struct GridRecord {
     pub grid: String,
     /// Run index.
     pub run: usize,
+    /// Setting name (the base scenario's name for one-setting grids).
+    #[serde(default)]
+    pub setting: String,
+    /// Backbone profile.
+    #[serde(default)]
+    pub backbone: String,
     /// Seed.
     pub seed: u64,
     /// Topology label.
@@ -79,6 +107,8 @@ impl GridRecord {
         GridRecord {
             grid: grid.to_string(),
             run: r.index,
+            setting: r.setting.clone(),
+            backbone: r.backbone.clone(),
             seed: r.seed,
             topology: r.topology.clone(),
             attackers: r.attackers.clone(),
@@ -92,38 +122,77 @@ impl GridRecord {
     }
 }
 
-/// Loads a grid file and expands it, in the order seeds × topologies × attacker sets.
+/// Loads a grid file and expands it, in the order settings × backbones × seeds × topologies ×
+/// attacker sets.
 pub fn expand(path: &Path) -> Result<(GridSpec, Vec<GridRun>)> {
     let text = read_file(path)?;
     let spec: GridSpec = parse_ron(path, &text)?;
-    let base_path = path.parent().unwrap_or(Path::new(".")).join(&spec.base);
-    let base = load(&base_path)?;
-    let seeds = if spec.seeds.is_empty() { vec![base.scenario.seed] } else { spec.seeds.clone() };
-    let topologies =
-        if spec.topologies.is_empty() { vec![base.scenario.topology.clone()] } else { spec.topologies.clone() };
-    let sets: Vec<Option<Vec<u32>>> =
-        if spec.attacker_sets.is_empty() { vec![None] } else { spec.attacker_sets.iter().cloned().map(Some).collect() };
-    let mut runs = Vec::with_capacity(seeds.len() * topologies.len() * sets.len());
-    for &seed in &seeds {
-        for topo in &topologies {
-            for set in &sets {
-                let mut s = base.clone();
-                s.scenario.seed = seed;
-                s.scenario.topology = topo.clone();
-                if let Some(ids) = set {
-                    s.scenario.attackers = Attackers::Ids(ids.clone());
+    let invalid = |field: &str, expected: String| Error::Invalid {
+        path: path.to_path_buf(),
+        pos: crate::error::locate_field(&text, field),
+        field: field.to_string(),
+        expected,
+    };
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut settings: Vec<(Option<String>, PathBuf)> =
+        spec.settings.iter().map(|s| (Some(s.name.clone()), s.base.clone())).collect();
+    match (&spec.base, settings.is_empty()) {
+        (Some(b), true) => settings.push((None, b.clone())),
+        (None, false) => {}
+        (Some(_), false) => return Err(invalid("base", "either `base` or `settings`, not both".into())),
+        (None, true) => return Err(invalid("settings", "a `base` scenario or at least one setting".into())),
+    }
+    let mut runs = Vec::new();
+    for (name, base_rel) in &settings {
+        let base_path = dir.join(base_rel);
+        let base = load(&base_path)?;
+        let setting = name.clone().unwrap_or_else(|| base.scenario.name.clone());
+        let backbones: Vec<Option<String>> =
+            if spec.backbones.is_empty() { vec![None] } else { spec.backbones.iter().cloned().map(Some).collect() };
+        let seeds = if spec.seeds.is_empty() { vec![base.scenario.seed] } else { spec.seeds.clone() };
+        let topologies =
+            if spec.topologies.is_empty() { vec![base.scenario.topology.clone()] } else { spec.topologies.clone() };
+        let sets: Vec<Option<Vec<u32>>> = if spec.attacker_sets.is_empty() {
+            vec![None]
+        } else {
+            spec.attacker_sets.iter().cloned().map(Some).collect()
+        };
+        for backbone in &backbones {
+            let with_backbone = match backbone {
+                None => base.clone(),
+                Some(b) => {
+                    let mut s = base.scenario.clone();
+                    s.backbone = b.clone();
+                    crate::scenario::with_profile(s, &base_path)?
                 }
-                s.scenario.check().map_err(|(field, expected)| Error::Invalid {
-                    path: path.to_path_buf(),
-                    pos: crate::error::locate_field(&text, if field == "attackers" { "attacker_sets" } else { &field }),
-                    field,
-                    expected,
-                })?;
-                let attackers = match set {
-                    Some(ids) => ids.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
-                    None => "base".into(),
-                };
-                runs.push(GridRun { index: runs.len(), seed, topology: topo.label(), attackers, scenario: s });
+            };
+            for &seed in &seeds {
+                for topo in &topologies {
+                    for set in &sets {
+                        let mut s = with_backbone.clone();
+                        s.scenario.seed = seed;
+                        s.scenario.topology = topo.clone();
+                        if let Some(ids) = set {
+                            s.scenario.attackers = Attackers::Ids(ids.clone());
+                        }
+                        s.scenario.check().map_err(|(field, expected)| {
+                            invalid(if field == "attackers" { "attacker_sets" } else { &field }, expected)
+                        })?;
+                        let attackers = match set {
+                            Some(ids) => ids.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
+                            None => "base".into(),
+                        };
+                        runs.push(GridRun {
+                            index: runs.len(),
+                            setting: setting.clone(),
+                            backbone: s.scenario.backbone.clone(),
+                            seed,
+                            topology: topo.label(),
+                            attackers,
+                            scenario: s,
+                        });
+                    }
+                }
             }
         }
     }
@@ -178,11 +247,15 @@ fn mean_sd(xs: &[f64]) -> (f64, f64) {
     (m, v.sqrt())
 }
 
-/// One row of the table: an arm's metric at round `k` (1-based), the mean over topologies of
-/// each topology's mean over seeds and attacker sets, and the across-topology population
-/// standard deviation.
+/// One row of the table: an arm's metric at round `k` (1-based) in one setting with one
+/// backbone, the mean over topologies of each topology's mean over seeds and attacker sets, and
+/// the across-topology population standard deviation.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TableRow {
+    /// Backbone profile.
+    pub backbone: String,
+    /// Setting name.
+    pub setting: String,
     /// Arm name.
     pub arm: String,
     /// Per topology: (label, MDSR@k mean, RDA@k mean, runs).
@@ -193,57 +266,122 @@ pub struct TableRow {
     pub rda: (f64, f64),
 }
 
-/// The table of `records` at round `k` (1-based), arms in first-seen order, topologies sorted.
-pub fn table(records: &[GridRecord], k: usize) -> Vec<TableRow> {
-    let mut arms: Vec<String> = Vec::new();
+/// First-seen order of the distinct values of `key` over `records`.
+fn first_seen<'a>(records: &'a [GridRecord], key: impl Fn(&'a GridRecord) -> &'a str) -> Vec<&'a str> {
+    let mut out: Vec<&str> = Vec::new();
     for r in records {
-        if !arms.contains(&r.arm) {
-            arms.push(r.arm.clone());
+        let k = key(r);
+        if !out.contains(&k) {
+            out.push(k);
         }
     }
-    arms.iter()
-        .map(|arm| {
-            let mut by_topo: BTreeMap<String, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
-            for r in records.iter().filter(|r| &r.arm == arm) {
-                let e = by_topo.entry(r.topology.clone()).or_default();
-                e.0.push(r.mdsr.get(k - 1).copied().unwrap_or(0.0));
-                e.1.push(r.rda.get(k - 1).copied().unwrap_or(0.0));
-            }
-            let per_topology: Vec<(String, f64, f64, usize)> = by_topo
-                .iter()
-                .map(|(t, (m, d))| (t.clone(), 100.0 * mean_sd(m).0, 100.0 * mean_sd(d).0, m.len()))
-                .collect();
-            let ms: Vec<f64> = per_topology.iter().map(|x| x.1).collect();
-            let ds: Vec<f64> = per_topology.iter().map(|x| x.2).collect();
-            TableRow { arm: arm.clone(), per_topology, mdsr: mean_sd(&ms), rda: mean_sd(&ds) }
-        })
-        .collect()
+    out
 }
 
-/// The table as markdown.
+/// The table of `records` at round `k` (1-based): backbones, settings and arms in first-seen
+/// order, topologies sorted.
+pub fn table(records: &[GridRecord], k: usize) -> Vec<TableRow> {
+    let mut rows = Vec::new();
+    for backbone in first_seen(records, |r| &r.backbone) {
+        for setting in first_seen(records, |r| &r.setting) {
+            let cell: Vec<&GridRecord> =
+                records.iter().filter(|r| r.backbone == backbone && r.setting == setting).collect();
+            let mut arms: Vec<&str> = Vec::new();
+            for r in &cell {
+                if !arms.contains(&r.arm.as_str()) {
+                    arms.push(&r.arm);
+                }
+            }
+            for arm in arms {
+                let mut by_topo: BTreeMap<String, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+                for r in cell.iter().filter(|r| r.arm == arm) {
+                    let e = by_topo.entry(r.topology.clone()).or_default();
+                    e.0.push(r.mdsr.get(k - 1).copied().unwrap_or(0.0));
+                    e.1.push(r.rda.get(k - 1).copied().unwrap_or(0.0));
+                }
+                let per_topology: Vec<(String, f64, f64, usize)> = by_topo
+                    .iter()
+                    .map(|(t, (m, d))| (t.clone(), 100.0 * mean_sd(m).0, 100.0 * mean_sd(d).0, m.len()))
+                    .collect();
+                let ms: Vec<f64> = per_topology.iter().map(|x| x.1).collect();
+                let ds: Vec<f64> = per_topology.iter().map(|x| x.2).collect();
+                rows.push(TableRow {
+                    backbone: backbone.to_string(),
+                    setting: setting.to_string(),
+                    arm: arm.to_string(),
+                    per_topology,
+                    mdsr: mean_sd(&ms),
+                    rda: mean_sd(&ds),
+                });
+            }
+        }
+    }
+    rows
+}
+
+/// The table as markdown, shaped like the paper's Table 2: one table per backbone, a row per
+/// arm, per setting "MDSR@k | RDA@k" as mean ± across-topology sd; then the per-topology means.
 pub fn markdown(rows: &[TableRow], k: usize) -> String {
-    let mut s = format!("| arm | MDSR@{k} (%) | RDA@{k} (%) | per topology: MDSR / RDA (runs) |\n|---|---|---|---|\n");
+    let mut s = String::new();
+    let mut backbones: Vec<&str> = Vec::new();
     for r in rows {
-        let per: Vec<String> =
-            r.per_topology.iter().map(|(t, m, d, n)| format!("{t}: {m:.1} / {d:.1} ({n})")).collect();
-        s.push_str(&format!(
-            "| {} | {:.1} ± {:.1} | {:.1} ± {:.1} | {} |\n",
-            r.arm,
-            r.mdsr.0,
-            r.mdsr.1,
-            r.rda.0,
-            r.rda.1,
-            per.join("; ")
-        ));
+        if !backbones.contains(&r.backbone.as_str()) {
+            backbones.push(&r.backbone);
+        }
+    }
+    for b in backbones {
+        let mine: Vec<&TableRow> = rows.iter().filter(|r| r.backbone == b).collect();
+        let mut settings: Vec<&str> = Vec::new();
+        let mut arms: Vec<&str> = Vec::new();
+        for r in &mine {
+            if !settings.contains(&r.setting.as_str()) {
+                settings.push(&r.setting);
+            }
+            if !arms.contains(&r.arm.as_str()) {
+                arms.push(&r.arm);
+            }
+        }
+        if !b.is_empty() {
+            s.push_str(&format!("**{b}** (round {k}; mean ± sd over topologies, %)\n\n"));
+        }
+        s.push_str("| arm |");
+        for st in &settings {
+            s.push_str(&format!(" {st} MDSR@{k} | {st} RDA@{k} |"));
+        }
+        s.push_str("\n|---|");
+        s.push_str(&"---|---|".repeat(settings.len()));
+        s.push('\n');
+        for arm in &arms {
+            s.push_str(&format!("| {arm} |"));
+            for st in &settings {
+                match mine.iter().find(|r| r.arm == *arm && r.setting == *st) {
+                    Some(r) => {
+                        s.push_str(&format!(" {:.1} ± {:.1} | {:.1} ± {:.1} |", r.mdsr.0, r.mdsr.1, r.rda.0, r.rda.1))
+                    }
+                    None => s.push_str(" – | – |"),
+                }
+            }
+            s.push('\n');
+        }
+        s.push_str("\nPer topology (MDSR / RDA, runs):\n\n| setting | arm | per topology |\n|---|---|---|\n");
+        for r in &mine {
+            let per: Vec<String> =
+                r.per_topology.iter().map(|(t, m, d, n)| format!("{t}: {m:.1} / {d:.1} ({n})")).collect();
+            s.push_str(&format!("| {} | {} | {} |\n", r.setting, r.arm, per.join("; ")));
+        }
+        s.push('\n');
     }
     s
 }
 
-/// The table as CSV.
+/// The table as CSV, one line per backbone, setting and arm.
 pub fn csv(rows: &[TableRow], k: usize) -> String {
-    let mut s = format!("arm,mdsr_at_{k},mdsr_sd,rda_at_{k},rda_sd\n");
+    let mut s = format!("backbone,setting,arm,mdsr_at_{k},mdsr_sd,rda_at_{k},rda_sd\n");
     for r in rows {
-        s.push_str(&format!("{},{},{},{},{}\n", r.arm, r.mdsr.0, r.mdsr.1, r.rda.0, r.rda.1));
+        s.push_str(&format!(
+            "{},{},{},{},{},{},{}\n",
+            r.backbone, r.setting, r.arm, r.mdsr.0, r.mdsr.1, r.rda.0, r.rda.1
+        ));
     }
     s
 }

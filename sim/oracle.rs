@@ -44,6 +44,7 @@ pub struct Oracle {
     poison: Vec<Option<PoisonRecord>>,
     attempted_direct: u64,
     answers: BTreeMap<u32, u8>,
+    risky: BTreeMap<u32, u8>,
 }
 
 impl Oracle {
@@ -67,6 +68,16 @@ impl Oracle {
     /// Records the correct answer of `task`.
     pub fn register_answer(&mut self, task: u32, gold: u8) {
         self.answers.insert(task, gold);
+    }
+
+    /// Records the risky action of `task` (AppWorld's y*).
+    pub fn register_risk(&mut self, task: u32, risk: u8) {
+        self.risky.insert(task, risk);
+    }
+
+    /// The risky action of `task`, if the workload has one.
+    pub fn risk(&self, task: u32, _: &EvaluatorAccess) -> Option<u8> {
+        self.risky.get(&task).copied()
     }
 
     /// Whether `id` is poison.

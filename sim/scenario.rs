@@ -403,6 +403,12 @@ pub fn load_str(text: &str, path: &Path) -> Result<LoadedScenario> {
         field,
         expected,
     })?;
+    with_profile(scenario, path)
+}
+
+/// Pairs a checked scenario with its backbone profile, resolved relative to `path`; the
+/// profile must have parameters for the scenario's workload.
+pub fn with_profile(scenario: Scenario, path: &Path) -> Result<LoadedScenario> {
     let profile_path = resolve_profile(path, &scenario.backbone);
     let profile = crate::agent::load_profile(&profile_path)?;
     if profile.workload(scenario.workload.class()).is_none() {

@@ -22,6 +22,30 @@ fn expansion_is_deterministic_and_counts_what_the_file_says() {
     // The paper grid: 3 topologies × 15 triples.
     let (_, paper) = expand(&common::path("scenarios/paper/grid-mmlu-minja.ron")).unwrap();
     assert_eq!(paper.len(), 45);
+    // Table 2: settings × backbones × 3 topologies × 15 triples, in that order, each run with
+    // the setting's nine methods.
+    let (spec, t2) = expand(&common::path("scenarios/paper/grid-table2.ron")).unwrap();
+    assert_eq!(t2.len(), spec.settings.len() * 2 * 45);
+    assert_eq!((t2[0].setting.as_str(), t2[0].backbone.as_str()), ("mmlu_minja", "qwen3.5-122b-a10b"));
+    assert_eq!((t2[45].setting.as_str(), t2[45].backbone.as_str()), ("mmlu_minja", "gemma-4-31b"));
+    assert_eq!(t2[90].setting, "appworld_agentpoison");
+    assert_eq!(t2[45].scenario.profile.name, "gemma-4-31b");
+    assert!(t2.iter().all(|r| r.scenario.scenario.arms.len() == 9));
+}
+
+#[test]
+fn a_grid_needs_exactly_one_of_base_and_settings() {
+    let dir = std::env::temp_dir().join(format!("memlink-grid-spec-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("g.ron");
+    std::fs::write(&file, "(name: \"g\")").unwrap();
+    let e = expand(&file).unwrap_err().to_string();
+    assert!(e.contains("g.ron") && e.contains("setting"), "{e}");
+    let base = common::path("tests/fixtures/grid/base.ron");
+    let both = format!("(name: \"g\", base: {base:?}, settings: [(name: \"x\", base: {base:?})])");
+    std::fs::write(&file, both).unwrap();
+    let e = expand(&file).unwrap_err().to_string();
+    assert!(e.contains("not both"), "{e}");
 }
 
 #[test]
@@ -41,6 +65,7 @@ fn results_do_not_depend_on_threads_and_the_table_reads_them_back() {
     assert_eq!(back, one);
     let rows = table(&back, 3);
     assert_eq!(rows.len(), 2);
+    assert!(rows.iter().all(|r| r.setting == "grid-base" || !r.setting.is_empty()));
     assert_eq!(rows[0].arm, "No Defense");
     assert_eq!(rows[0].per_topology.len(), 3);
     assert!(rows.iter().all(|r| r.per_topology.iter().all(|t| t.3 == 4)), "2 seeds × 2 sets per topology");

@@ -142,29 +142,6 @@ fn memory_guards_never_edit_a_message() {
 }
 
 #[test]
-fn the_broker_is_inert_under_global_shared_memory_and_not_under_brokered() {
-    // Spec C5: the reference hands every ablation the undefended candidate pool, which alone
-    // makes any ablation differ from full MAPLE-Guard; `ablations_get_full_pool` lifts that, so
-    // the broker is the only difference left between the two arms.
-    for (topology, same) in [("GlobalShared", true), ("BrokeredShared", false)] {
-        let text = common::small(&format!("memory_topology: {topology},"), 25).replace(
-            DEFAULT_ARMS,
-            "arms: [(name: \"no cross-agent\", guard: Maple((variant: NoCrossAgent, ablations_get_full_pool: true))), \
-             (name: \"full\", guard: Maple((ablations_get_full_pool: true)))],",
-        );
-        let ls = common::load(&text);
-        let s = &ls.scenario;
-        let ablated = run_arm(s, &ls.profile, &s.arms[0], 11, false).summary;
-        let full = run_arm(s, &ls.profile, &s.arms[1], 11, false).summary;
-        assert_eq!(ablated.trace_hash == full.trace_hash, same, "{topology}");
-        assert_eq!(
-            serde_json::to_string(&ablated.rounds).unwrap() == serde_json::to_string(&full.rounds).unwrap(),
-            same
-        );
-    }
-}
-
-#[test]
 fn piguard_catches_imperative_injections_and_rarely_plain_text() {
     let g = PiGuard::new("piguard", PiGuardConfig::default());
     let mut lex = Lexicon::new();

@@ -181,3 +181,48 @@ fn scheduled_poisoning_excludes_warmup_and_poisoning_tasks_from_metrics() {
     let all = run_scenario(&common::load(&common::small("", 10)), 5);
     assert_eq!((all.arms[0].poisoning_tasks, all.arms[0].metric_tasks), (10, 10));
 }
+
+/// AppWorld (spec §5.4, §7.1–7.2): the scheduled protocol's eligibility, the risky action as the
+/// attack's target, and security ASR / utility SR over metric tasks only.
+#[test]
+fn appworld_measures_security_and_utility_on_metric_tasks() {
+    let ls = common::bundled("scenarios/paper/appworld-agentpoison-chain.ron");
+    let mut s = ls.clone();
+    s.scenario.workload = memlink::workload::WorkloadConfig::AppWorld(memlink::workload::AppWorldConfig {
+        tasks: 60,
+        ..Default::default()
+    });
+    let r = run_scenario(&s, 9);
+    for a in &r.arms {
+        assert_eq!(a.poisoning_tasks, 3, "round(60 × 0.05)");
+        assert_eq!(a.metric_tasks, 60 - 20 - 3);
+        let (sec, util) = (a.security_asr.expect("AppWorld has a risky action"), a.utility_sr.unwrap());
+        assert!((0.0..=1.0).contains(&sec) && (0.0..=1.0).contains(&util) && sec + util <= 1.0 + 1e-12);
+    }
+    // MMLU has no risky action.
+    let m = run_scenario(&common::load(&common::small("", 4)), 5);
+    assert!(m.arms[0].security_asr.is_none());
+}
+
+/// The AppWorld stream: four distinct actions per task, the safe one correct, the risky one the
+/// attacker's, scenario siblings sharing cues.
+#[test]
+fn appworld_tasks_offer_safe_risky_confirm_and_unrelated_actions() {
+    let cfg = memlink::workload::WorkloadConfig::AppWorld(Default::default());
+    let stream = cfg.generate(&memlink::engine::Streams::new(42));
+    assert_eq!(stream.tasks().len(), 200);
+    for (i, t) in stream.tasks().iter().enumerate() {
+        let truth = stream.truth(i as u32);
+        let risk = truth.risk.expect("risky action") as usize;
+        assert_ne!(risk, truth.gold as usize);
+        assert!(t.options[truth.gold as usize].contains("inspect current state and derive the next executable step"));
+        assert!(t.options[risk].contains(" with args {"));
+        assert!(t.options.iter().any(|o| o.starts_with("user.confirm_next_step")));
+        assert!(t.options.iter().any(|o| o.starts_with("records.search_unrelated_context")));
+        assert_eq!(t.class, "appworld");
+    }
+    let t = stream.tasks();
+    let shared = t[0].cues.iter().filter(|c| t[1].cues.contains(c)).count();
+    assert!(shared >= 3, "siblings of one scenario share cues");
+    assert!(t[0].id.ends_with("_1") && t[1].id.ends_with("_2") && t[2].id.ends_with("_3"));
+}

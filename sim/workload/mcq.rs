@@ -2,8 +2,9 @@
 //! subject (as the MMLU test file is), streamed by `semantic_mix` so that every anchor is
 //! revisited by related tasks whose options share keywords with the anchor's wrong answers.
 
+use super::schedule::{Poisoning, poisoning_set};
 use super::words::pseudo_word;
-use super::{Task, TaskTruth};
+use super::{Task, TaskStream, TaskTruth};
 use crate::engine::{SimRng, StreamKind, Streams};
 use serde::{Deserialize, Serialize};
 
@@ -17,32 +18,6 @@ pub enum StreamBuilder {
     Sequential,
     /// A random permutation of the pool.
     Shuffled,
-}
-
-/// Placement of scheduled poisoning tasks.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
-pub enum Schedule {
-    /// Uniformly random positions.
-    #[default]
-    Random,
-    /// Evenly spaced positions.
-    Even,
-}
-
-/// Which tasks are poisoning tasks (spec §5.3).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum Poisoning {
-    /// The paper launcher's `persistent_online`: every task is poisoned and every task counts.
-    AllTasks,
-    /// Warm-up tasks, then a budget of round(T × rate) poisoning tasks; metrics exclude both.
-    Scheduled {
-        /// Warm-up tasks.
-        warmup: u32,
-        /// Activation rate.
-        rate: f64,
-        /// Placement.
-        schedule: Schedule,
-    },
 }
 
 /// MMLU-like workload parameters.
@@ -91,15 +66,7 @@ impl McqConfig {
         if self.words_per_subject < 16 {
             return Err(("words_per_subject".into(), "at least 16 words per subject".into()));
         }
-        if let Poisoning::Scheduled { warmup, rate, .. } = self.poisoning {
-            if !(0.0..=1.0).contains(&rate) {
-                return Err(("rate".into(), format!("an activation rate in [0, 1], got {rate}")));
-            }
-            if warmup >= self.tasks {
-                return Err(("warmup".into(), format!("fewer warm-up tasks than tasks ({})", self.tasks)));
-            }
-        }
-        Ok(())
+        self.poisoning.validate(self.tasks)
     }
 }
 
@@ -144,17 +111,12 @@ struct Question {
     truth: TaskTruth,
 }
 
-/// A generated MMLU-like stream: public tasks and their truth.
-#[derive(Clone, Debug)]
-pub struct McqWorkload {
-    tasks: Vec<Task>,
-    truths: Vec<TaskTruth>,
-    vocabulary: Vec<String>,
-}
+/// The MMLU-like generator.
+pub struct McqWorkload;
 
 impl McqWorkload {
     /// Generates the pool and the stream from the Workload stream of `streams`.
-    pub fn generate(cfg: &McqConfig, streams: &Streams) -> Self {
+    pub fn generate(cfg: &McqConfig, streams: &Streams) -> TaskStream {
         let mut rng = streams.rng(StreamKind::Workload, &[0]);
         let nsub = cfg.subjects as usize;
         let mut vocab: Vec<Vec<String>> = Vec::with_capacity(nsub);
@@ -181,7 +143,11 @@ impl McqWorkload {
             }
         }
         let order = build_stream(cfg, &pool, &mut rng);
-        let poisoning = poisoning_set(cfg, streams);
+        // Semantic-mix anchors open each group of six; a scheduled `semantic_anchor` placement
+        // poisons those.
+        let anchors: Vec<bool> =
+            (0..order.len()).map(|i| cfg.stream == StreamBuilder::SemanticMix && i % 6 == 0).collect();
+        let poisoning = poisoning_set(&cfg.poisoning, order.len(), &anchors, streams);
         let mut tasks = Vec::with_capacity(order.len());
         let mut truths = Vec::with_capacity(order.len());
         for (i, &q) in order.iter().enumerate() {
@@ -203,22 +169,7 @@ impl McqWorkload {
             });
             truths.push(q.truth.clone());
         }
-        McqWorkload { tasks, truths, vocabulary: vocab.into_iter().flatten().collect() }
-    }
-
-    /// The tasks in stream order.
-    pub fn tasks(&self) -> &[Task] {
-        &self.tasks
-    }
-
-    /// The truth of task `i`.
-    pub fn truth(&self, i: u32) -> &TaskTruth {
-        &self.truths[i as usize]
-    }
-
-    /// Every content word of the workload.
-    pub fn vocabulary(&self) -> &[String] {
-        &self.vocabulary
+        TaskStream { tasks, truths, vocabulary: vocab.into_iter().flatten().collect() }
     }
 }
 
@@ -310,32 +261,6 @@ fn build_stream(cfg: &McqConfig, pool: &[Question], rng: &mut SimRng) -> Vec<usi
             }
             out.truncate(t);
             out
-        }
-    }
-}
-
-/// (poisoning, metric) per stream position.
-fn poisoning_set(cfg: &McqConfig, streams: &Streams) -> Vec<(bool, bool)> {
-    let t = cfg.tasks as usize;
-    match cfg.poisoning {
-        Poisoning::AllTasks => vec![(true, true); t],
-        Poisoning::Scheduled { warmup, rate, schedule } => {
-            let warmup = warmup as usize;
-            let budget = ((t as f64 * rate).round() as usize).max(1).min(t - warmup);
-            let span = t - warmup;
-            let picks: Vec<usize> = match schedule {
-                Schedule::Random => {
-                    let mut r = streams.rng(StreamKind::Workload, &[1337]);
-                    r.sample_indices(span, budget).into_iter().map(|i| warmup + i).collect()
-                }
-                Schedule::Even => (0..budget).map(|i| warmup + i * span / budget).collect(),
-            };
-            (0..t)
-                .map(|i| {
-                    let p = picks.contains(&i);
-                    (p, i >= warmup && !p)
-                })
-                .collect()
         }
     }
 }

@@ -2,11 +2,16 @@
 //! see: question, options, class) and a truth (correct answer, difficulty, how plausible each
 //! wrong option is) that only the simulation's physics and the evaluator read.
 
+mod appworld;
 mod mcq;
+mod schedule;
 mod words;
 
-pub use mcq::{McqConfig, McqWorkload, Poisoning, Schedule, StreamBuilder};
+pub use appworld::{AppWorldConfig, AppWorldWorkload};
+pub use mcq::{McqConfig, McqWorkload, StreamBuilder};
+pub use schedule::{Poisoning, Schedule, poisoning_set};
 
+use crate::engine::Streams;
 use serde::{Deserialize, Serialize};
 
 /// A workload as a scenario names it.
@@ -14,13 +19,24 @@ use serde::{Deserialize, Serialize};
 pub enum WorkloadConfig {
     /// MMLU-like 4-option questions.
     Mmlu(McqConfig),
+    /// AppWorld-like next-action selection (safe / risky / confirm / unrelated).
+    AppWorld(AppWorldConfig),
 }
 
 impl WorkloadConfig {
-    /// The task class (`allowed_task_classes` value and the profile's workload key).
+    /// The workload's name: the profile's workload key and the task class.
     pub fn class(&self) -> &'static str {
         match self {
             WorkloadConfig::Mmlu(_) => "mmlu",
+            WorkloadConfig::AppWorld(_) => "appworld",
+        }
+    }
+
+    /// Tasks in the stream.
+    pub fn tasks(&self) -> u32 {
+        match self {
+            WorkloadConfig::Mmlu(c) => c.tasks,
+            WorkloadConfig::AppWorld(c) => c.tasks,
         }
     }
 
@@ -28,7 +44,41 @@ impl WorkloadConfig {
     pub fn validate(&self) -> Result<(), (String, String)> {
         match self {
             WorkloadConfig::Mmlu(c) => c.validate(),
+            WorkloadConfig::AppWorld(c) => c.validate(),
         }
+    }
+
+    /// Generates the task stream from the Workload streams of `streams`.
+    pub fn generate(&self, streams: &Streams) -> TaskStream {
+        match self {
+            WorkloadConfig::Mmlu(c) => McqWorkload::generate(c, streams),
+            WorkloadConfig::AppWorld(c) => AppWorldWorkload::generate(c, streams),
+        }
+    }
+}
+
+/// A generated stream: public tasks, their truth, and the workload's content words.
+#[derive(Clone, Debug)]
+pub struct TaskStream {
+    pub(crate) tasks: Vec<Task>,
+    pub(crate) truths: Vec<TaskTruth>,
+    pub(crate) vocabulary: Vec<String>,
+}
+
+impl TaskStream {
+    /// The tasks in stream order.
+    pub fn tasks(&self) -> &[Task] {
+        &self.tasks
+    }
+
+    /// The truth of task `i`.
+    pub fn truth(&self, i: u32) -> &TaskTruth {
+        &self.truths[i as usize]
+    }
+
+    /// Every content word of the workload.
+    pub fn vocabulary(&self) -> &[String] {
+        &self.vocabulary
     }
 }
 

@@ -27,7 +27,7 @@ use crate::scenario::{Arm, Attackers, Placement, PromotionPolicy, RetrievalMode,
 use crate::text::{Fragment, composable, compose, experience_fragment, intent_fragment};
 use crate::text::{Lexicon, QueryFeatures, Sym, TextFeatures, analyze, analyze_query, tokens_of};
 use crate::topology::CommGraph;
-use crate::workload::{McqWorkload, Task, WorkloadConfig};
+use crate::workload::{Task, TaskStream};
 use rustc_hash::FxHashMap as HashMap;
 use std::rc::Rc;
 
@@ -186,7 +186,7 @@ pub struct World<'a> {
     guard: Box<dyn Guard>,
     meta: MapleConfig,
     backbone: Box<dyn Backbone>,
-    workload: Rc<McqWorkload>,
+    workload: Rc<TaskStream>,
     lex: Lexicon,
     embedder: Embedder,
     bank: MemoryBank,
@@ -275,8 +275,7 @@ impl<'a> World<'a> {
         let class = scn.workload.class();
         let params = profile.workload(class).cloned().unwrap_or_default();
         let backbone: Box<dyn Backbone> = Box::new(DiscreteChoice::new(&profile.name, params));
-        let WorkloadConfig::Mmlu(wcfg) = &scn.workload;
-        let workload = Rc::new(McqWorkload::generate(wcfg, &streams));
+        let workload = Rc::new(scn.workload.generate(&streams));
         let mut lex = Lexicon::new();
         let mut embedder = Embedder::new(scn.embedding_dim, streams.seed_of(StreamKind::Embedding, &[]));
         for w in workload.vocabulary() {
@@ -500,6 +499,9 @@ impl<'a> World<'a> {
         let t = &wl.tasks()[task as usize];
         let truth = wl.truth(task);
         self.oracle.register_answer(task, truth.gold);
+        if let Some(risk) = truth.risk {
+            self.oracle.register_risk(task, risk);
+        }
         self.recorder.begin_task();
         let priors: Vec<Vec<f64>> = (0..n)
             .map(|a| {
@@ -1389,9 +1391,8 @@ fn policy_name(p: PromotionPolicy) -> &'static str {
 /// A generous estimate of the items a run writes (handoffs on every edge before every round
 /// after the first, outcome memories, poison copies, promotions), to size the arena once.
 fn expected_items(scn: &Scenario, graph: &CommGraph) -> usize {
-    let WorkloadConfig::Mmlu(w) = &scn.workload;
     let per_task = graph.edge_count() * scn.protocol.rounds.saturating_sub(1) as usize + scn.agents as usize + 8;
-    (w.tasks as usize * per_task).min(1 << 22)
+    (scn.workload.tasks() as usize * per_task).min(1 << 22)
 }
 
 fn argmax(xs: &[f64]) -> u8 {
