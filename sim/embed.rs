@@ -166,7 +166,7 @@ mod tests {
     #[test]
     fn cosine_distribution_resembles_a_real_embedder() {
         let streams = Streams::new(9);
-        let w = McqWorkload::generate(&McqConfig { tasks: 300, ..McqConfig::default() }, &streams);
+        let w = McqWorkload::generate(&McqConfig { tasks: 300, ..McqConfig::default() }, "mmlu", &streams);
         let mut lex = Lexicon::new();
         let mut e = Embedder::new(64, streams.seed_of(StreamKind::Embedding, &[]));
         for v in w.vocabulary() {

@@ -48,6 +48,10 @@ pub struct GridSetting {
     pub name: String,
     /// Base scenario, relative to the grid file.
     pub base: PathBuf,
+    /// Attacker sets for this setting, replacing the grid's (the INFA settings fix attackers
+    /// 0, 1, 2); `[]` keeps the base scenario's attackers.
+    #[serde(default)]
+    pub attacker_sets: Option<Vec<Vec<u32>>>,
 }
 
 /// One expanded run.
@@ -134,16 +138,17 @@ pub fn expand(path: &Path) -> Result<(GridSpec, Vec<GridRun>)> {
         expected,
     };
     let dir = path.parent().unwrap_or(Path::new("."));
-    let mut settings: Vec<(Option<String>, PathBuf)> =
-        spec.settings.iter().map(|s| (Some(s.name.clone()), s.base.clone())).collect();
+    type Setting = (Option<String>, PathBuf, Option<Vec<Vec<u32>>>);
+    let mut settings: Vec<Setting> =
+        spec.settings.iter().map(|s| (Some(s.name.clone()), s.base.clone(), s.attacker_sets.clone())).collect();
     match (&spec.base, settings.is_empty()) {
-        (Some(b), true) => settings.push((None, b.clone())),
+        (Some(b), true) => settings.push((None, b.clone(), None)),
         (None, false) => {}
         (Some(_), false) => return Err(invalid("base", "either `base` or `settings`, not both".into())),
         (None, true) => return Err(invalid("settings", "a `base` scenario or at least one setting".into())),
     }
     let mut runs = Vec::new();
-    for (name, base_rel) in &settings {
+    for (name, base_rel, own_sets) in &settings {
         let base_path = dir.join(base_rel);
         let base = load(&base_path)?;
         let setting = name.clone().unwrap_or_else(|| base.scenario.name.clone());
@@ -152,11 +157,9 @@ pub fn expand(path: &Path) -> Result<(GridSpec, Vec<GridRun>)> {
         let seeds = if spec.seeds.is_empty() { vec![base.scenario.seed] } else { spec.seeds.clone() };
         let topologies =
             if spec.topologies.is_empty() { vec![base.scenario.topology.clone()] } else { spec.topologies.clone() };
-        let sets: Vec<Option<Vec<u32>>> = if spec.attacker_sets.is_empty() {
-            vec![None]
-        } else {
-            spec.attacker_sets.iter().cloned().map(Some).collect()
-        };
+        let chosen = own_sets.as_ref().unwrap_or(&spec.attacker_sets);
+        let sets: Vec<Option<Vec<u32>>> =
+            if chosen.is_empty() { vec![None] } else { chosen.iter().cloned().map(Some).collect() };
         for backbone in &backbones {
             let with_backbone = match backbone {
                 None => base.clone(),

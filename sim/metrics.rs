@@ -186,6 +186,8 @@ pub struct ArmSummary {
     pub poison_direct_written: u64,
     /// Poison handoffs written.
     pub poison_handoffs_written: u64,
+    /// Attacker round outputs stored as team memories (message attacks under the INFA harness).
+    pub poison_messages_written: u64,
     /// Poison items by the gate and rule that stopped them ("write:…", "promotion:…",
     /// "broker:…" count items; "read:…" counts blocked reads).
     pub poison_stops: BTreeMap<String, u64>,
@@ -426,10 +428,12 @@ impl Recorder {
         }
         let mut written = 0u64;
         let mut handoffs = 0u64;
+        let mut messages = 0u64;
         let mut active = 0u64;
         for (id, p) in oracle.all_poison(&ACCESS) {
             written += 1;
             handoffs += u64::from(p.origin == PoisonOrigin::Handoff);
+            messages += u64::from(p.origin == PoisonOrigin::AttackerMessage);
             active += u64::from(bank.get(id).status == Status::Active);
         }
         let rounds = self
@@ -480,6 +484,7 @@ impl Recorder {
             message_actions: self.message_actions.clone(),
             poison_direct_written: oracle.attempted_direct(&ACCESS),
             poison_handoffs_written: handoffs,
+            poison_messages_written: messages,
             poison_stops: self.poison_stops,
             poison_items_read_blocked: self.poison_read_blocked.len() as u64,
             store_sizes,

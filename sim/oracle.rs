@@ -16,6 +16,9 @@ pub enum PoisonOrigin {
     /// A handoff summary the evaluator labels poison (spec §5.2: from an attacker, or
     /// reporting a known poison item).
     Handoff,
+    /// An attacker's round output stored as a team memory (the INFA harness; PMUR counts
+    /// memories written by attackers).
+    AttackerMessage,
 }
 
 /// What the evaluator knows about one poison item.

@@ -120,9 +120,20 @@ impl ScenarioResult {
                 a.read_blocks
             ));
             s.push_str(&format!(
-                "poison written: {} direct, {} handoffs · distinct poison items blocked at read: {}\n",
-                a.poison_direct_written, a.poison_handoffs_written, a.poison_items_read_blocked
+                "poison written: {} direct, {} handoffs, {} attacker messages · distinct poison items blocked at read: {}\n",
+                a.poison_direct_written, a.poison_handoffs_written, a.poison_messages_written, a.poison_items_read_blocked
             ));
+            if let (Some(sec), Some(util)) = (a.security_asr, a.utility_sr) {
+                s.push_str(&format!(
+                    "security ASR (team takes the risky action) {:.1}% · utility SR (team takes the safe one) {:.1}%\n",
+                    100.0 * sec,
+                    100.0 * util
+                ));
+            }
+            if !a.message_actions.is_empty() {
+                let acts: Vec<String> = a.message_actions.iter().map(|(k, v)| format!("{k} {v}")).collect();
+                s.push_str(&format!("message guard actions: {}\n", acts.join(" · ")));
+            }
             if a.poison_stops.is_empty() {
                 s.push_str("poison stopped by: nothing\n");
             } else {

@@ -159,6 +159,13 @@ pub struct Protocol {
     pub outcome: OutcomeParams,
     /// Non-attackers write a private self-outcome memory after each task.
     pub outcome_memories: bool,
+    /// After every round each agent's (reviewed) output is written as a team memory (the INFA
+    /// harness of CSQA / InjecAgent, spec §5.6).
+    pub round_memories: bool,
+    /// Round memories take the reference's metadata, which it sets from the evaluator's
+    /// knowledge of who the attackers are (spec §1.1). Off by default: metadata then follows
+    /// only what the text shows, so no guard can learn the attackers through τ and h.
+    pub reference_attacker_metadata: bool,
 }
 
 impl Default for Protocol {
@@ -178,6 +185,8 @@ impl Default for Protocol {
             feedback: FeedbackPolicy::Full,
             outcome: OutcomeParams::default(),
             outcome_memories: true,
+            round_memories: false,
+            reference_attacker_metadata: false,
         }
     }
 }

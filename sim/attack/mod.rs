@@ -4,6 +4,7 @@
 
 mod explicit;
 mod graft;
+mod message;
 mod minja;
 pub mod payload;
 mod stealth;
@@ -11,6 +12,7 @@ mod trigger;
 
 pub use explicit::ExplicitConfig;
 pub use graft::{GraftConfig, GraftMode};
+pub use message::{PromptInjectConfig, SteerStyle, ToolAttackConfig};
 pub use minja::{MinjaConfig, Strength, choose_target};
 pub use stealth::{Stealth, sanitize_parents, sanitize_text};
 pub use trigger::{QueryActivation, REFERENCE_TRIGGER, TriggerConfig};
@@ -60,6 +62,10 @@ pub enum AttackConfig {
     MemoryGraft(GraftConfig),
     /// AgentPoison: a trigger-conditioned retrieval demonstration.
     AgentPoison(TriggerConfig),
+    /// PromptInject: attackers argue for a wrong answer "provided by the user" (messages only).
+    PromptInject(PromptInjectConfig),
+    /// ToolAttack: attackers relay an instruction injected into a tool observation.
+    ToolAttack(ToolAttackConfig),
 }
 
 impl AttackConfig {
@@ -76,13 +82,32 @@ impl AttackConfig {
             AttackConfig::Explicit(_) => "explicit",
             AttackConfig::MemoryGraft(_) => "memory_graft",
             AttackConfig::AgentPoison(_) => "trigger_backdoor",
+            AttackConfig::PromptInject(_) => "prompt_inject",
+            AttackConfig::ToolAttack(_) => "tool_attack",
         }
     }
 
-    /// How a memory-injection attack picks its target (None: the attack writes no memory).
+    /// How attackers word a steered output.
+    pub fn steer_style(&self) -> SteerStyle {
+        match self {
+            AttackConfig::PromptInject(_) => SteerStyle::UserProvided,
+            AttackConfig::ToolAttack(_) => SteerStyle::RelayInstruction,
+            _ => SteerStyle::StoredNote,
+        }
+    }
+
+    /// Whether the attack travels through messages (and round memories) instead of planting
+    /// memories.
+    pub fn through_messages(&self) -> bool {
+        matches!(self, AttackConfig::PromptInject(_) | AttackConfig::ToolAttack(_))
+    }
+
+    /// How the attack picks its target on a poisoning task (None: no attack).
     pub fn target_strategy(&self) -> Option<TargetStrategy> {
         match self {
             AttackConfig::None => None,
+            AttackConfig::PromptInject(c) => Some(c.target),
+            AttackConfig::ToolAttack(c) => Some(c.target),
             AttackConfig::Minja(c) => Some(c.target),
             AttackConfig::Explicit(c) => Some(c.target),
             AttackConfig::MemoryGraft(c) => Some(c.target),
@@ -109,7 +134,7 @@ impl AttackConfig {
         hooks: &mut PlanHooks<'_>,
     ) -> Vec<PoisonWrite> {
         let (p, stealth, scope) = match self {
-            AttackConfig::None => return Vec::new(),
+            AttackConfig::None | AttackConfig::PromptInject(_) | AttackConfig::ToolAttack(_) => return Vec::new(),
             AttackConfig::Minja(c) => (c.payload(task, target), c.stealth, c.scope),
             AttackConfig::Explicit(c) => (c.payload(task, target), c.stealth, c.scope),
             AttackConfig::MemoryGraft(c) => (c.payload(task, target), c.stealth, c.scope),

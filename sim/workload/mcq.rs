@@ -36,6 +36,8 @@ pub struct McqConfig {
     pub stream: StreamBuilder,
     /// Which tasks are poisoned.
     pub poisoning: Poisoning,
+    /// Options per question (MMLU 4, CommonsenseQA 5).
+    pub options: u32,
 }
 
 impl Default for McqConfig {
@@ -47,6 +49,7 @@ impl Default for McqConfig {
             words_per_subject: 48,
             stream: StreamBuilder::SemanticMix,
             poisoning: Poisoning::AllTasks,
+            options: 4,
         }
     }
 }
@@ -63,8 +66,11 @@ impl McqConfig {
         if self.subjects == 0 || self.subjects > self.pool {
             return Err(("subjects".into(), format!("1..=pool subjects, got {}", self.subjects)));
         }
-        if self.words_per_subject < 16 {
-            return Err(("words_per_subject".into(), "at least 16 words per subject".into()));
+        if !(2..=5).contains(&self.options) {
+            return Err(("options".into(), format!("2..=5 options per question, got {}", self.options)));
+        }
+        if self.words_per_subject < 2 * self.options + 8 {
+            return Err(("words_per_subject".into(), format!("at least {} words per subject", 2 * self.options + 8)));
         }
         self.poisoning.validate(self.tasks)
     }
@@ -115,8 +121,9 @@ struct Question {
 pub struct McqWorkload;
 
 impl McqWorkload {
-    /// Generates the pool and the stream from the Workload stream of `streams`.
-    pub fn generate(cfg: &McqConfig, streams: &Streams) -> TaskStream {
+    /// Generates the pool and the stream from the Workload stream of `streams`; `class` names
+    /// the benchmark ("mmlu", "csqa") in task ids and classes.
+    pub fn generate(cfg: &McqConfig, class: &str, streams: &Streams) -> TaskStream {
         let mut rng = streams.rng(StreamKind::Workload, &[0]);
         let nsub = cfg.subjects as usize;
         let mut vocab: Vec<Vec<String>> = Vec::with_capacity(nsub);
@@ -139,7 +146,7 @@ impl McqWorkload {
                 if pool.len() == cfg.pool as usize {
                     break 'outer;
                 }
-                pool.push(make_question(s, n, words, (s * words.len()) as u32, &mut rng));
+                pool.push(make_question(class, cfg.options as usize, s, n, words, (s * words.len()) as u32, &mut rng));
             }
         }
         let order = build_stream(cfg, &pool, &mut rng);
@@ -158,7 +165,7 @@ impl McqWorkload {
             tasks.push(Task {
                 index: i as u32,
                 id: q.id.clone(),
-                class: "mmlu".into(),
+                class: class.into(),
                 question: q.stem.clone(),
                 options: q.options.clone(),
                 cues: q.cues.iter().chain(q.option_words.iter().flatten()).cloned().collect(),
@@ -173,23 +180,32 @@ impl McqWorkload {
     }
 }
 
-fn make_question(subject: usize, n: usize, words: &[String], base: u32, rng: &mut SimRng) -> Question {
-    let picks = rng.sample_indices(words.len(), 12);
+fn make_question(
+    class: &str,
+    k_options: usize,
+    subject: usize,
+    n: usize,
+    words: &[String],
+    base: u32,
+    rng: &mut SimRng,
+) -> Question {
+    let picks = rng.sample_indices(words.len(), 2 * k_options + 4);
     let w = |i: usize| words[picks[i]].clone();
-    let option_words: Vec<Vec<String>> = (0..4).map(|k| vec![w(2 * k), w(2 * k + 1)]).collect();
+    let option_words: Vec<Vec<String>> = (0..k_options).map(|k| vec![w(2 * k), w(2 * k + 1)]).collect();
     let option_ids: Vec<Vec<u32>> =
-        (0..4).map(|k| vec![base + picks[2 * k] as u32, base + picks[2 * k + 1] as u32]).collect();
-    let cues: Vec<String> = (8..12).map(w).collect();
+        (0..k_options).map(|k| vec![base + picks[2 * k] as u32, base + picks[2 * k + 1] as u32]).collect();
+    let cues: Vec<String> = (2 * k_options..2 * k_options + 4).map(w).collect();
     let stem = STEMS[rng.index(STEMS.len())]
         .replace("{0}", &cues[0])
         .replace("{1}", &cues[1])
         .replace("{2}", &format!("{} {}", cues[2], cues[3]));
     let options: Vec<String> = option_words.iter().map(|ws| ws.join(" ")).collect();
-    let gold = rng.below(4) as u8;
+    let gold = rng.below(k_options as u64) as u8;
     let difficulty = rng.uniform();
-    let mut plausibility: Vec<f64> = (0..4).map(|k| if k == gold as usize { 0.0 } else { rng.uniform() }).collect();
+    let mut plausibility: Vec<f64> =
+        (0..k_options).map(|k| if k == gold as usize { 0.0 } else { rng.uniform() }).collect();
     // One wrong option is the natural trap a strong solver might accept.
-    let trap = (0..4)
+    let trap = (0..k_options)
         .filter(|k| *k != gold as usize)
         .max_by(|a, b| plausibility[*a].total_cmp(&plausibility[*b]))
         .unwrap_or(0);
@@ -197,7 +213,7 @@ fn make_question(subject: usize, n: usize, words: &[String], base: u32, rng: &mu
     let name = SUBJECTS[subject % SUBJECTS.len()];
     let suffix = if subject >= SUBJECTS.len() { format!("_{}", subject / SUBJECTS.len()) } else { String::new() };
     Question {
-        id: format!("mmlu_{name}{suffix}_test_{n}"),
+        id: format!("{class}_{name}{suffix}_test_{n}"),
         subject,
         stem,
         cues,

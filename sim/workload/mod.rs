@@ -3,11 +3,13 @@
 //! wrong option is) that only the simulation's physics and the evaluator read.
 
 mod appworld;
+mod injectagent;
 mod mcq;
 mod schedule;
 mod words;
 
 pub use appworld::{AppWorldConfig, AppWorldWorkload};
+pub use injectagent::{InjectAgentConfig, InjectAgentWorkload};
 pub use mcq::{McqConfig, McqWorkload, StreamBuilder};
 pub use schedule::{Poisoning, Schedule, poisoning_set};
 
@@ -21,6 +23,10 @@ pub enum WorkloadConfig {
     Mmlu(McqConfig),
     /// AppWorld-like next-action selection (safe / risky / confirm / unrelated).
     AppWorld(AppWorldConfig),
+    /// CommonsenseQA-like 5-option questions (the INFA harness's PromptInject setting).
+    Csqa(McqConfig),
+    /// InjecAgent-like tool tasks whose observation carries an injected instruction.
+    InjectAgent(InjectAgentConfig),
 }
 
 impl WorkloadConfig {
@@ -29,6 +35,8 @@ impl WorkloadConfig {
         match self {
             WorkloadConfig::Mmlu(_) => "mmlu",
             WorkloadConfig::AppWorld(_) => "appworld",
+            WorkloadConfig::Csqa(_) => "csqa",
+            WorkloadConfig::InjectAgent(_) => "injectagent",
         }
     }
 
@@ -37,6 +45,8 @@ impl WorkloadConfig {
         match self {
             WorkloadConfig::Mmlu(c) => c.tasks,
             WorkloadConfig::AppWorld(c) => c.tasks,
+            WorkloadConfig::Csqa(c) => c.tasks,
+            WorkloadConfig::InjectAgent(c) => c.tasks,
         }
     }
 
@@ -45,14 +55,18 @@ impl WorkloadConfig {
         match self {
             WorkloadConfig::Mmlu(c) => c.validate(),
             WorkloadConfig::AppWorld(c) => c.validate(),
+            WorkloadConfig::Csqa(c) => c.validate(),
+            WorkloadConfig::InjectAgent(c) => c.validate(),
         }
     }
 
     /// Generates the task stream from the Workload streams of `streams`.
     pub fn generate(&self, streams: &Streams) -> TaskStream {
         match self {
-            WorkloadConfig::Mmlu(c) => McqWorkload::generate(c, streams),
+            WorkloadConfig::Mmlu(c) => McqWorkload::generate(c, "mmlu", streams),
             WorkloadConfig::AppWorld(c) => AppWorldWorkload::generate(c, streams),
+            WorkloadConfig::Csqa(c) => McqWorkload::generate(c, "csqa", streams),
+            WorkloadConfig::InjectAgent(c) => InjectAgentWorkload::generate(c, streams),
         }
     }
 }

@@ -1131,12 +1131,15 @@ impl<'a> World<'a> {
         let n = self.scn.agents;
         let r = round as usize;
         let reviews = self.guard.reviews_messages();
-        if reviews || self.scn.protocol.peer_messages {
+        let round_memories = self.scn.protocol.round_memories;
+        let style = self.scn.attack.steer_style();
+        let mut stored: Vec<(u32, String)> = Vec::new();
+        if reviews || self.scn.protocol.peer_messages || round_memories {
             let lex = &mut self.lex;
             let mut views: Vec<MessageView> = (0..n)
                 .filter_map(|a| {
                     st.answers[r][a as usize].map(|ans| {
-                        let text = render::output_text(t, &ans);
+                        let text = render::output_text(t, &ans, style);
                         let features = analyze("", &text, lex);
                         MessageView { agent: a, text, answer: Some(ans.choice), features }
                     })
@@ -1177,9 +1180,15 @@ impl<'a> World<'a> {
             for v in views {
                 let a = v.agent as usize;
                 if !st.removed[r][a] {
+                    if round_memories {
+                        stored.push((v.agent, v.text));
+                    }
                     st.shown[r][a] = Some((v.features, cautioned[a]));
                 }
             }
+        }
+        for (agent, text) in stored {
+            self.round_memory(task, round, agent, text);
         }
         let st = self.cur.as_mut().expect("task");
         st.finished_rounds = round + 1;
@@ -1198,6 +1207,62 @@ impl<'a> World<'a> {
             })
             .collect();
         self.recorder.round(&self.oracle, task, round, &obs, &st.option_tokens, t.metric);
+    }
+
+    /// Stores `agent`'s reviewed round output as a team memory, with the INFA harness's
+    /// metadata (spec §1.1, §5.6): tool-observation relays for ToolAttack, prompt-injection
+    /// metadata for outputs that carry an injection cue, benign peer reasoning otherwise.
+    fn round_memory(&mut self, task: u32, round: u32, agent: u32, text: String) {
+        let wl = self.workload.clone();
+        let t = &wl.tasks()[task as usize];
+        let attacker = self.is_attacker[agent as usize];
+        let cue = render::has_injection_cue(&text);
+        // (source, Q, τ, h, taint)
+        let (source, q, trust, hazard, taint): (&str, f64, f64, f64, Taint) =
+            if matches!(self.scn.attack, crate::attack::AttackConfig::ToolAttack(_)) {
+                ("tool_observation_cross_agent", 0.45, 0.28, 0.62, Taint::External)
+            } else if self.scn.protocol.reference_attacker_metadata && attacker && t.poisoning {
+                ("external_prompt_injection_cross_agent", 0.20, 0.22, 0.72, Taint::External)
+            } else if cue {
+                ("external_prompt_injection_cross_agent", 0.20, 0.40, 0.58, Taint::External)
+            } else {
+                ("benign_peer_reasoning", 0.55, 0.78, 0.08, Taint::Clean)
+            };
+        let hazard = if render::has_hazard_cue(&text) { (hazard + 0.22).min(0.95) } else { hazard };
+        let features = analyze(&t.question, &text, &mut self.lex);
+        let name = format!("{}_{}_r{round}_a{agent}", self.guard.name(), t.id);
+        let mut item = MemoryItem::new(name, t.question.clone(), text, features);
+        item.utility_q = q;
+        item.trust = trust;
+        item.hazard = hazard;
+        item.taint = taint;
+        item.source_type = source.into();
+        item.memory_type = "round_dialogue_memory".into();
+        item.origin_task = task;
+        item.origin_round = round;
+        item.writer = Writer::Agent(agent);
+        item.allowed_agents = Vec::new();
+        item.allowed_task_classes = vec![t.class.clone()];
+        item.set_parents(vec![t.id.clone(), self.agent_labels[agent as usize].clone()]);
+        item.source_agent_trust = self.reputation;
+        let consumed: Vec<ItemId> = {
+            let st = self.cur.as_ref().expect("task");
+            st.selected[round as usize][agent as usize].iter().map(|(id, _)| *id).collect()
+        };
+        let (ltaint, parents) = self.ledger_inputs(consumed.into_iter());
+        let record = (attacker && t.poisoning && self.scn.attack.through_messages()).then(|| {
+            let st = self.cur.as_ref().expect("task");
+            PoisonRecord {
+                origin: PoisonOrigin::AttackerMessage,
+                attack: self.scn.attack.family(),
+                task,
+                target_tokens: st.target_tokens.clone(),
+                target: st.target.unwrap_or(0),
+                written_at: self.now(),
+                carries_payload: true,
+            }
+        });
+        self.commit(item, Scope::Team, agent, (StrictChannel::PeerMessage, ltaint, parents), record);
     }
 
     /// Final vote, outcome updates, outcome memories, promotion (spec §4, §5.3).
