@@ -166,6 +166,12 @@ pub struct Protocol {
     /// knowledge of who the attackers are (spec §1.1). Off by default: metadata then follows
     /// only what the text shows, so no guard can learn the attackers through τ and h.
     pub reference_attacker_metadata: bool,
+    /// Retrieval sees only memories written for the current task (LongMemEval's task-scope
+    /// filter, spec §5.5), so poison cannot cross tasks.
+    pub same_task_scope: bool,
+    /// One shared poison copy per task (MMLU, AppWorld) rather than one per attacker
+    /// (LongMemEval, spec §6).
+    pub dedupe_shared_poison: bool,
 }
 
 impl Default for Protocol {
@@ -187,6 +193,8 @@ impl Default for Protocol {
             outcome_memories: true,
             round_memories: false,
             reference_attacker_metadata: false,
+            same_task_scope: false,
+            dedupe_shared_poison: true,
         }
     }
 }

@@ -93,7 +93,7 @@ fn check(attack: AttackConfig, t: &Task, target: u8, id: &str, scope: Scope) {
     let cfg = MapleConfig::default();
     let mut feats = |i: &str, x: &str| analyze(i, x, &mut lex);
     let mut derive = |it: &mut memlink::memory::MemoryItem| derive_provenance(it, &cfg);
-    let mut hooks = PlanHooks { features: &mut feats, derive: &mut derive };
+    let mut hooks = PlanHooks { features: &mut feats, derive: &mut derive, dedupe_shared: true };
     let writes = attack.plan(t, target, &[1, 3, 6], 8, &mut hooks);
     let w = writes.iter().find(|w| w.scope == scope && (scope == Scope::Team || w.owner == 1)).expect("copy");
     let mut item = w.item.clone();
@@ -174,7 +174,7 @@ fn obvious_stealth_keeps_the_attack_words_and_routes() {
     let mut lex = Lexicon::new();
     let mut feats = |i: &str, x: &str| analyze(i, x, &mut lex);
     let mut derive = |_: &mut memlink::memory::MemoryItem| {};
-    let mut hooks = PlanHooks { features: &mut feats, derive: &mut derive };
+    let mut hooks = PlanHooks { features: &mut feats, derive: &mut derive, dedupe_shared: true };
     let a =
         AttackConfig::AgentPoison(TriggerConfig { stealth: memlink::attack::Stealth::Obvious, ..Default::default() });
     let w = a.plan(&refund(), 1, &[0], 8, &mut hooks);

@@ -25,13 +25,15 @@ fn expansion_is_deterministic_and_counts_what_the_file_says() {
     // Table 2: settings × backbones × 3 topologies × 15 triples, in that order, each run with
     // the setting's nine methods.
     let (spec, t2) = expand(&common::path("scenarios/paper/grid-table2.ron")).unwrap();
-    // MMLU and AppWorld over 15 triples; CSQA and InjecAgent with the INFA harness's fixed 0, 1, 2.
-    assert_eq!(spec.settings.len(), 4);
-    assert_eq!(t2.len(), 2 * (2 * 45 + 2 * 3));
-    assert_eq!((t2[180].setting.as_str(), t2[180].attackers.as_str()), ("csqa_promptinject", "0,1,2"));
+    // MMLU, LongMemEval and AppWorld over 15 triples; CSQA and InjecAgent with the INFA
+    // harness's fixed 0, 1, 2.
+    assert_eq!(spec.settings.len(), 5);
+    assert_eq!(t2.len(), 2 * (3 * 45 + 2 * 3));
+    assert_eq!(t2[90].setting, "longmemeval_memorygraft");
+    assert_eq!((t2[270].setting.as_str(), t2[270].attackers.as_str()), ("csqa_promptinject", "0,1,2"));
     assert_eq!((t2[0].setting.as_str(), t2[0].backbone.as_str()), ("mmlu_minja", "qwen3.5-122b-a10b"));
     assert_eq!((t2[45].setting.as_str(), t2[45].backbone.as_str()), ("mmlu_minja", "gemma-4-31b"));
-    assert_eq!(t2[90].setting, "appworld_agentpoison");
+    assert_eq!(t2[180].setting, "appworld_agentpoison");
     assert_eq!(t2[45].scenario.profile.name, "gemma-4-31b");
     assert!(t2.iter().all(|r| r.scenario.scenario.arms.len() == 9));
 }

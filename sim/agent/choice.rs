@@ -21,6 +21,19 @@ pub fn stance(f: &TextFeatures, option_tokens: &[Vec<Sym>]) -> Option<(u8, bool)
     f.claim_letter.filter(|l| (*l as usize) < option_tokens.len()).map(|l| (l, true))
 }
 
+/// The candidate answer a memory's text mentions, when it mentions exactly one (every token of
+/// the candidate appears in it): evidence in an open-ended question's user history.
+pub fn mentioned(f: &TextFeatures, option_tokens: &[Vec<Sym>]) -> Option<u8> {
+    let tokens = f.tokens.get();
+    let hits: Vec<usize> = option_tokens
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| !o.is_empty() && intersection_size(o, tokens) == o.len())
+        .map(|(i, _)| i)
+        .collect();
+    (hits.len() == 1).then(|| hits[0] as u8)
+}
+
 fn sigmoid(x: f64) -> f64 {
     1.0 / (1.0 + (-x).exp())
 }
@@ -39,9 +52,13 @@ impl DiscreteChoice {
     }
 
     /// The option a retrieved memory pushes and by how much (negative for a failure report).
-    fn memory_pull(&self, m: &super::Evidence<'_>, option_tokens: &[Vec<Sym>]) -> Option<(u8, f64)> {
+    fn memory_pull(&self, m: &super::Evidence<'_>, option_tokens: &[Vec<Sym>], open: bool) -> Option<(u8, f64)> {
         let p = &self.p;
-        let (opt, bare) = stance(m.features, option_tokens)?;
+        let (opt, bare) = match stance(m.features, option_tokens) {
+            Some(x) => x,
+            None if open => (mentioned(m.features, option_tokens)?, false),
+            None => return None,
+        };
         let relevance = m.sim.clamp(0.0, 1.0);
         let f = m.features;
         if f.reports_failure {
@@ -65,7 +82,7 @@ impl DiscreteChoice {
         let p = &self.p;
         let mut u = ctx.prior.to_vec();
         for m in ctx.memories {
-            if let Some((opt, pull)) = self.memory_pull(m, ctx.option_tokens) {
+            if let Some((opt, pull)) = self.memory_pull(m, ctx.option_tokens, ctx.open_ended) {
                 u[opt as usize] += pull;
             }
         }
@@ -83,7 +100,7 @@ impl DiscreteChoice {
         let strongest = ctx
             .memories
             .iter()
-            .filter_map(|m| self.memory_pull(m, ctx.option_tokens))
+            .filter_map(|m| self.memory_pull(m, ctx.option_tokens, ctx.open_ended))
             .filter(|(_, w)| *w > 0.0)
             .fold(None::<(u8, f64)>, |best, x| if best.is_none_or(|b| x.1 > b.1) { Some(x) } else { best });
         strongest.is_some_and(|(opt, w)| opt == choice && w >= self.p.cite_threshold)

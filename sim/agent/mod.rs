@@ -47,6 +47,9 @@ pub struct AnswerContext<'a> {
     pub memories: &'a [Evidence<'a>],
     /// Incoming peers' previous-round outputs, when the protocol shows them.
     pub peers: &'a [Peer<'a>],
+    /// The answer is free text: `option_tokens` are the candidate answers the model might give,
+    /// and a memory that mentions exactly one of them counts as evidence for it.
+    pub open_ended: bool,
 }
 
 /// A peer's message as an agent sees it.

@@ -59,6 +59,8 @@ pub struct PlanHooks<'a> {
     pub features: &'a mut dyn FnMut(&str, &str) -> TextFeatures,
     /// Recomputes τ and h of an item from its metadata.
     pub derive: &'a mut dyn FnMut(&mut MemoryItem),
+    /// One shared copy per task (true) or one per attacker (LongMemEval).
+    pub dedupe_shared: bool,
 }
 
 /// The copies of `payload` for `task` (targeting `target`) written by `attackers` in a system of
@@ -79,10 +81,9 @@ pub fn plan(
     if scope != PoisonScope::SharedOnly {
         copies.extend(attackers.iter().map(|a| (Scope::Private, *a)));
     }
-    if scope != PoisonScope::PrivateOnly
-        && let Some(first) = attackers.first()
-    {
-        copies.push((Scope::Team, *first));
+    if scope != PoisonScope::PrivateOnly {
+        let sharers = if hooks.dedupe_shared { &attackers[..attackers.len().min(1)] } else { attackers };
+        copies.extend(sharers.iter().map(|a| (Scope::Team, *a)));
     }
     let parents =
         if stealth == Stealth::Obvious { payload.parents.clone() } else { super::sanitize_parents(&payload.parents) };

@@ -124,6 +124,6 @@ impl InjectAgentWorkload {
             });
             truths.push(TaskTruth { gold: 0, difficulty, plausibility, risk: Some(1) });
         }
-        TaskStream { tasks, truths, vocabulary }
+        TaskStream { tasks, truths, vocabulary, haystacks: Vec::new() }
     }
 }

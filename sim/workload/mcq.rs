@@ -176,7 +176,7 @@ impl McqWorkload {
             });
             truths.push(q.truth.clone());
         }
-        TaskStream { tasks, truths, vocabulary: vocab.into_iter().flatten().collect() }
+        TaskStream { tasks, truths, vocabulary: vocab.into_iter().flatten().collect(), haystacks: Vec::new() }
     }
 }
 

@@ -4,12 +4,14 @@
 
 mod appworld;
 mod injectagent;
+mod longmemeval;
 mod mcq;
 mod schedule;
 mod words;
 
 pub use appworld::{AppWorldConfig, AppWorldWorkload};
 pub use injectagent::{InjectAgentConfig, InjectAgentWorkload};
+pub use longmemeval::{HistoryRound, LongMemEvalConfig, LongMemEvalWorkload, heuristic_target};
 pub use mcq::{McqConfig, McqWorkload, StreamBuilder};
 pub use schedule::{Poisoning, Schedule, poisoning_set};
 
@@ -27,6 +29,8 @@ pub enum WorkloadConfig {
     Csqa(McqConfig),
     /// InjecAgent-like tool tasks whose observation carries an injected instruction.
     InjectAgent(InjectAgentConfig),
+    /// LongMemEval-like open-ended questions over a trusted user-history haystack.
+    LongMemEval(LongMemEvalConfig),
 }
 
 impl WorkloadConfig {
@@ -37,6 +41,7 @@ impl WorkloadConfig {
             WorkloadConfig::AppWorld(_) => "appworld",
             WorkloadConfig::Csqa(_) => "csqa",
             WorkloadConfig::InjectAgent(_) => "injectagent",
+            WorkloadConfig::LongMemEval(_) => "longmemeval",
         }
     }
 
@@ -47,6 +52,7 @@ impl WorkloadConfig {
             WorkloadConfig::AppWorld(c) => c.tasks,
             WorkloadConfig::Csqa(c) => c.tasks,
             WorkloadConfig::InjectAgent(c) => c.tasks,
+            WorkloadConfig::LongMemEval(c) => c.tasks,
         }
     }
 
@@ -57,6 +63,7 @@ impl WorkloadConfig {
             WorkloadConfig::AppWorld(c) => c.validate(),
             WorkloadConfig::Csqa(c) => c.validate(),
             WorkloadConfig::InjectAgent(c) => c.validate(),
+            WorkloadConfig::LongMemEval(c) => c.validate(),
         }
     }
 
@@ -67,6 +74,7 @@ impl WorkloadConfig {
             WorkloadConfig::AppWorld(c) => AppWorldWorkload::generate(c, streams),
             WorkloadConfig::Csqa(c) => McqWorkload::generate(c, "csqa", streams),
             WorkloadConfig::InjectAgent(c) => InjectAgentWorkload::generate(c, streams),
+            WorkloadConfig::LongMemEval(c) => LongMemEvalWorkload::generate(c, streams),
         }
     }
 }
@@ -77,6 +85,8 @@ pub struct TaskStream {
     pub(crate) tasks: Vec<Task>,
     pub(crate) truths: Vec<TaskTruth>,
     pub(crate) vocabulary: Vec<String>,
+    /// Per task, the user-history rounds the harness commits before it (LongMemEval only).
+    pub(crate) haystacks: Vec<Vec<HistoryRound>>,
 }
 
 impl TaskStream {
@@ -93,6 +103,11 @@ impl TaskStream {
     /// Every content word of the workload.
     pub fn vocabulary(&self) -> &[String] {
         &self.vocabulary
+    }
+
+    /// The user-history rounds of task `i` (empty for workloads without a haystack).
+    pub fn haystack(&self, i: u32) -> &[HistoryRound] {
+        self.haystacks.get(i as usize).map(Vec::as_slice).unwrap_or(&[])
     }
 }
 

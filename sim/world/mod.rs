@@ -156,6 +156,8 @@ struct TaskState {
     group_sims: Vec<Vec<f64>>,
     /// Backend candidates per store (same slots), see `World::store_candidates`.
     store_cache: Vec<StoreCache>,
+    /// Items written for this task, in commit order (the same-task retrieval scope).
+    task_items: Vec<ItemId>,
 }
 
 /// A store's backend candidates: (intent similarity, item), in ranking order.
@@ -513,7 +515,7 @@ impl<'a> World<'a> {
         let query_emb: Rc<[f32]> = self.embedder.embed(&query.tokens, Embedder::text_key(&t.query), &self.lex).into();
         let option_tokens: Vec<Vec<Sym>> =
             t.options.iter().map(|o| tokens_of(&o.to_lowercase(), &mut self.lex)).collect();
-        let mut st = TaskState {
+        let st = TaskState {
             task,
             target: None,
             target_tokens: Vec::new(),
@@ -531,10 +533,14 @@ impl<'a> World<'a> {
             option_tokens,
             group_sims: vec![Vec::new(); n + 1],
             store_cache: (0..=n).map(|_| StoreCache::default()).collect(),
+            task_items: Vec::new(),
         };
         // A new query: every cached similarity and verdict is stale.
         self.memo_stamp += 1;
         self.guard.begin_task(self.scn.agents);
+        self.cur = Some(st);
+        self.preload_history(task);
+        let mut st = self.cur.take().expect("task");
         if t.poisoning
             && !self.attacker_ids.is_empty()
             && let Some(strategy) = self.scn.attack.target_strategy()
@@ -565,7 +571,8 @@ impl<'a> World<'a> {
                     derive_provenance(item, meta);
                 }
             };
-            let mut hooks = crate::attack::PlanHooks { features: &mut feats, derive: &mut derive };
+            let dedupe_shared = self.scn.protocol.dedupe_shared_poison;
+            let mut hooks = crate::attack::PlanHooks { features: &mut feats, derive: &mut derive, dedupe_shared };
             let writes = attack.plan(t, target, &self.attacker_ids, self.scn.agents, &mut hooks);
             for w in writes {
                 self.commit_poison(w, task, target);
@@ -575,12 +582,66 @@ impl<'a> World<'a> {
         self.cur = Some(st);
     }
 
+    /// Commits task `task`'s user-history haystack (LongMemEval) as trusted shared memory that
+    /// bypasses every gate, as the reference's preload does (spec §1.1, §5.5).
+    fn preload_history(&mut self, task: u32) {
+        let wl = self.workload.clone();
+        let t = &wl.tasks()[task as usize];
+        for (i, h) in wl.haystack(task).iter().enumerate() {
+            let intent = format!("User history, session {} round {}", h.session, h.round);
+            let features = analyze(&intent, &h.text, &mut self.lex);
+            let tag = Embedder::text_key(&h.text) & 0xff_ffff_ffff;
+            let name = format!("lme_haystack_{}_{}_{}_{tag:010x}_shared", t.id, h.session, i);
+            let mut item = MemoryItem::new(name, intent, h.text.clone(), features);
+            item.utility_q = if h.query_matching { 0.97 } else { 0.85 };
+            item.trust = 0.90;
+            item.hazard = 0.0;
+            item.taint = Taint::Clean;
+            item.source_type = "longmemeval_user_history_seed".into();
+            item.memory_type = "historical_conversation_round".into();
+            item.origin_task = task;
+            item.writer = Writer::User;
+            item.allowed_agents = (0..self.scn.agents).collect();
+            item.allowed_task_classes = vec![t.class.clone()];
+            item.set_parents(vec![t.id.clone()]);
+            item.source_agent_trust = 1.0;
+            self.commit_trusted(item);
+        }
+    }
+
+    /// Stores a trusted seed without derive or gates (the reference's preload path).
+    fn commit_trusted(&mut self, mut item: MemoryItem) -> ItemId {
+        item.scope = Scope::Team;
+        item.status = Status::Active;
+        item.backend_q = item.utility_q;
+        item.backend_snapshot = (item.trust, item.hazard, item.taint);
+        item.committed_at = self.queue.now();
+        let key = Embedder::text_key(&item.intent);
+        let (cache, embedder, lex) = (&mut self.intent_cache, &mut self.embedder, &mut self.lex);
+        let mut make = |item: &MemoryItem| -> Vec<f32> {
+            if let Some(e) = cache.get(&key) {
+                return e.to_vec();
+            }
+            let tokens = tokens_of(&item.intent.to_lowercase(), lex);
+            let e: Rc<[f32]> = embedder.embed(&tokens, key, lex).into();
+            cache.insert(key, e.clone());
+            e.to_vec()
+        };
+        let id = self.bank.insert(item, 0, key, &mut make);
+        if let Some(st) = self.cur.as_mut() {
+            st.task_items.push(id);
+        }
+        self.trace.u64(u64::from(id));
+        id
+    }
+
     fn commit_poison(&mut self, w: PoisonWrite, task: u32, target: u8) {
         let PoisonWrite { mut item, scope, owner } = w;
         // The plan derived at build and after stealth; strong clamps; the commit derives once
         // more (spec C9).
         self.scn.attack.clamp(&mut item);
-        let payload = item.features.claim_sentence.is_some();
+        // A planted item's whole text enters the prompt that retrieves it.
+        let payload = true;
         let tokens = self.cur.as_ref().map(|s| s.target_tokens.clone()).unwrap_or_default();
         let strict = (StrictChannel::External, Taint::External, Vec::new());
         let record = PoisonRecord {
@@ -641,7 +702,13 @@ impl<'a> World<'a> {
             cache.insert(key, e.clone());
             e.to_vec()
         };
+        let origin_task = item.origin_task;
         let id = self.bank.insert(item, owner, key, &mut make);
+        if let Some(st) = self.cur.as_mut()
+            && st.task == origin_task
+        {
+            st.task_items.push(id);
+        }
         if let Some(p) = poison {
             self.oracle.register_poison(id, p);
         }
@@ -898,6 +965,7 @@ impl<'a> World<'a> {
             prior: &st.priors[agent as usize],
             memories: &evidence,
             peers: &peers,
+            open_ended: self.task(task).open_ended,
         };
         let mut rng = self.streams.rng(StreamKind::Decision, &[u64::from(task), u64::from(agent), u64::from(round)]);
         let answer = self.backbone.answer(&ctx, &mut rng);
@@ -953,23 +1021,41 @@ impl<'a> World<'a> {
             .flat_map(|(s, g)| groups[*g].members.iter().map(move |id| (*s, *id)))
             .filter(|(_, id)| !reader_dependent || topo.shared_visible(self.bank.get(*id), agent, self.scn.agents))
             .collect();
-        // Hybrid score 0.5·z_sim + 0.5·z_q over the candidates.
-        let qs: Vec<f64> = cands.iter().map(|(_, id)| self.bank.backend_q(*id)).collect();
-        let m = qs.iter().sum::<f64>() / qs.len().max(1) as f64;
-        let var = qs.iter().map(|q| (q - m) * (q - m)).sum::<f64>() / qs.len().max(1) as f64;
-        let sd = if qs.len() <= 1 || var <= 0.0 { 1.0 } else { var.sqrt() };
-        let mut hybrid: Vec<(f64, usize)> = cands
-            .iter()
-            .enumerate()
-            .map(|(i, (s, _))| (0.5 * (s - 0.18568) / 0.09408 + 0.5 * ((qs[i] - m) / sd).clamp(-3.0, 3.0), i))
-            .collect();
-        top_k(&mut hybrid, k, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-        let best: Rc<[usize]> = hybrid.iter().map(|h| h.1).collect();
+        let best = hybrid_top_k(&cands, &self.bank, k);
         let cands: Rc<[(f64, ItemId)]> = cands.into();
+        let st = self.cur.as_mut().expect("task");
+        let cache = &mut st.store_cache[slot];
         cache.items = if reader_dependent { usize::MAX } else { items };
         cache.cands = cands.clone();
         cache.best = best.clone();
         (cands, best)
+    }
+
+    /// A store's candidates under the same-task scope (LongMemEval, spec §5.5): only items
+    /// written for the current task, the `backend_k` most similar by intent, and the `top_k`
+    /// best of those by the backend's hybrid score.
+    fn scoped_candidates(&mut self, shared: bool, agent: u32) -> (Candidates, Rc<[usize]>) {
+        let proto = &self.scn.protocol;
+        let (k, bk) = (proto.top_k, proto.backend_k());
+        let topo = self.scn.memory_topology;
+        let want = if shared { crate::memory::StoreKind::Shared } else { crate::memory::StoreKind::Private(agent) };
+        let st = self.cur.as_ref().expect("task");
+        let mut cands: Vec<(f64, ItemId)> = Vec::new();
+        for &id in &st.task_items {
+            let item = self.bank.get(id);
+            if self.bank.location(id) != want || (shared && !topo.shared_visible(item, agent, self.scn.agents)) {
+                continue;
+            }
+            let key = Embedder::text_key(&item.intent);
+            let sim = self.intent_cache.get(&key).map_or(0.0, |e| cosine(&st.query_emb, e));
+            cands.push((sim, id));
+        }
+        // Most similar first; ties keep commit order.
+        let mut ranked: Vec<(f64, usize, ItemId)> = cands.iter().enumerate().map(|(i, (s, id))| (*s, i, *id)).collect();
+        top_k(&mut ranked, bk, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        let cands: Vec<(f64, ItemId)> = ranked.into_iter().map(|(s, _, id)| (s, id)).collect();
+        let best = hybrid_top_k(&cands, &self.bank, k);
+        (cands.into(), best)
     }
 
     /// Two-stage retrieval (spec §3.3): per-store candidates and the backend's hybrid selection,
@@ -990,7 +1076,11 @@ impl<'a> World<'a> {
                 continue;
             }
             let slot = if shared { self.scn.agents as usize } else { agent as usize };
-            let (cands, best) = self.store_candidates(slot, shared, agent);
+            let (cands, best) = if proto.same_task_scope {
+                self.scoped_candidates(shared, agent)
+            } else {
+                self.store_candidates(slot, shared, agent)
+            };
             let mut rng = self
                 .streams
                 .rng(StreamKind::Exploration, &[u64::from(task), u64::from(agent), u64::from(round), store_idx]);
@@ -1276,7 +1366,8 @@ impl<'a> World<'a> {
         let st = self.cur.take().expect("task");
         let mut votes = vec![0u32; t.options.len()];
         for a in 0..n {
-            if proto.exclude_attackers_from_vote && self.is_attacker[a as usize] {
+            // Open-ended answers are adjudicated from the non-attackers' consensus (spec §5.5).
+            if (proto.exclude_attackers_from_vote || t.open_ended) && self.is_attacker[a as usize] {
                 continue;
             }
             if st.removed[last][a as usize] {
@@ -1288,6 +1379,10 @@ impl<'a> World<'a> {
         }
         let final_answer = if votes.iter().all(|v| *v == 0) {
             None
+        } else if t.open_ended {
+            // Normalised-text majority; ties go to the shortest answer, then the first.
+            let best = *votes.iter().max().expect("options");
+            (0..votes.len()).filter(|i| votes[*i] == best).min_by_key(|i| (t.options[*i].len(), *i)).map(|i| i as u8)
         } else {
             // Ties go to the alphabetically smallest letter.
             let best = *votes.iter().max().expect("options");
@@ -1300,7 +1395,8 @@ impl<'a> World<'a> {
             for a in 0..n as usize {
                 for (id, _) in &st.selected[last][a] {
                     let item = self.bank.get_mut(*id);
-                    if item.status == Status::Active {
+                    // Trusted user history is not updated by outcomes (spec §5.5).
+                    if item.status == Status::Active && item.writer != Writer::User {
                         apply_outcome(item, success, proto.feedback, proto.provenance, &proto.outcome, &self.meta);
                         self.bank.sync_backend_q(*id);
                     }
@@ -1334,9 +1430,17 @@ impl<'a> World<'a> {
                 } else {
                     item.source_type = "agent_self_outcome_consolidation".into();
                     item.memory_type = "agent_outcome_experience".into();
-                    item.utility_q = if correct { 0.65 } else { -0.25 };
+                    // LongMemEval's open-QA variant differs slightly (spec §1.1).
+                    let open = t.open_ended;
+                    item.utility_q = if correct {
+                        0.65
+                    } else if open {
+                        -0.20
+                    } else {
+                        -0.25
+                    };
                     item.trust = if correct { 0.78 } else { 0.42 };
-                    item.hazard = if correct { 0.05 } else { 0.18 };
+                    item.hazard = if correct { if open { 0.04 } else { 0.05 } } else { 0.18 };
                     item.taint = if correct { Taint::Clean } else { Taint::Unverified };
                 }
                 item.origin_task = task;
@@ -1458,6 +1562,22 @@ fn policy_name(p: PromotionPolicy) -> &'static str {
 fn expected_items(scn: &Scenario, graph: &CommGraph) -> usize {
     let per_task = graph.edge_count() * scn.protocol.rounds.saturating_sub(1) as usize + scn.agents as usize + 8;
     (scn.workload.tasks() as usize * per_task).min(1 << 22)
+}
+
+/// Indices of the `k` best candidates by the backend's hybrid score 0.5·z_sim + 0.5·z_q
+/// (ties: candidate order).
+fn hybrid_top_k(cands: &[(f64, ItemId)], bank: &MemoryBank, k: usize) -> Rc<[usize]> {
+    let qs: Vec<f64> = cands.iter().map(|(_, id)| bank.backend_q(*id)).collect();
+    let m = qs.iter().sum::<f64>() / qs.len().max(1) as f64;
+    let var = qs.iter().map(|q| (q - m) * (q - m)).sum::<f64>() / qs.len().max(1) as f64;
+    let sd = if qs.len() <= 1 || var <= 0.0 { 1.0 } else { var.sqrt() };
+    let mut hybrid: Vec<(f64, usize)> = cands
+        .iter()
+        .enumerate()
+        .map(|(i, (s, _))| (0.5 * (s - 0.18568) / 0.09408 + 0.5 * ((qs[i] - m) / sd).clamp(-3.0, 3.0), i))
+        .collect();
+    top_k(&mut hybrid, k, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    hybrid.iter().map(|h| h.1).collect()
 }
 
 fn argmax(xs: &[f64]) -> u8 {
