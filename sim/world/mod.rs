@@ -616,6 +616,14 @@ impl<'a> World<'a> {
         item.backend_q = item.utility_q;
         item.backend_snapshot = (item.trust, item.hazard, item.taint);
         item.committed_at = self.queue.now();
+        let id = self.store(item, 0);
+        self.trace.u64(u64::from(id));
+        id
+    }
+
+    /// Puts a committed item into the bank (its intent embedded only when the store has no
+    /// group for that intent yet) and into the current task's scope if it was written for it.
+    fn store(&mut self, item: MemoryItem, owner: u32) -> ItemId {
         let key = Embedder::text_key(&item.intent);
         let (cache, embedder, lex) = (&mut self.intent_cache, &mut self.embedder, &mut self.lex);
         let mut make = |item: &MemoryItem| -> Vec<f32> {
@@ -627,11 +635,13 @@ impl<'a> World<'a> {
             cache.insert(key, e.clone());
             e.to_vec()
         };
-        let id = self.bank.insert(item, 0, key, &mut make);
-        if let Some(st) = self.cur.as_mut() {
+        let origin_task = item.origin_task;
+        let id = self.bank.insert(item, owner, key, &mut make);
+        if let Some(st) = self.cur.as_mut()
+            && st.task == origin_task
+        {
             st.task_items.push(id);
         }
-        self.trace.u64(u64::from(id));
         id
     }
 
@@ -689,26 +699,8 @@ impl<'a> World<'a> {
         item.backend_q = item.utility_q;
         item.backend_snapshot = (item.trust, item.hazard, item.taint);
         item.committed_at = self.queue.now();
-        let key = Embedder::text_key(&item.intent);
         let status = item.status;
-        // The intent embedding is only needed when the store has no group for this intent yet.
-        let (cache, embedder, lex) = (&mut self.intent_cache, &mut self.embedder, &mut self.lex);
-        let mut make = |item: &MemoryItem| -> Vec<f32> {
-            if let Some(e) = cache.get(&key) {
-                return e.to_vec();
-            }
-            let tokens = tokens_of(&item.intent.to_lowercase(), lex);
-            let e: Rc<[f32]> = embedder.embed(&tokens, key, lex).into();
-            cache.insert(key, e.clone());
-            e.to_vec()
-        };
-        let origin_task = item.origin_task;
-        let id = self.bank.insert(item, owner, key, &mut make);
-        if let Some(st) = self.cur.as_mut()
-            && st.task == origin_task
-        {
-            st.task_items.push(id);
-        }
+        let id = self.store(item, owner);
         if let Some(p) = poison {
             self.oracle.register_poison(id, p);
         }
