@@ -85,15 +85,15 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Expand a grid file (base scenario × seeds × topologies × attacker sets), run every cell
-    /// on all cores, write one result line per run and arm, and print the table.
+    /// Expand a grid file (settings × backbones × seeds × topologies × attacker sets), run every
+    /// cell on all cores, write one result line per run and arm, and print the table.
     Grid {
         /// Grid file (RON).
         grid: PathBuf,
         /// Output folder (default: runs/<grid name>).
         #[arg(long)]
         out: Option<PathBuf>,
-        /// Round of the table (default: the last).
+        /// Round of the table (default: 3, the paper's round; the last if runs have fewer).
         #[arg(long)]
         round: Option<usize>,
     },
@@ -242,7 +242,8 @@ fn dispatch(cmd: Cmd) -> Result<()> {
         }
         Cmd::Grid { grid, out, round } => {
             let (spec, runs) = memlink::grid::expand(&grid)?;
-            let k = round.unwrap_or(runs.first().map_or(3, |r| r.scenario.scenario.protocol.rounds as usize));
+            let fewest = runs.iter().map(|r| r.scenario.scenario.protocol.rounds as usize).min().unwrap_or(3);
+            let k = round.unwrap_or(3.min(fewest));
             eprintln!("{}: {} runs", spec.name, runs.len());
             let records = memlink::grid::run_grid(&spec, &runs);
             let dir = out.unwrap_or_else(|| PathBuf::from("runs").join(&spec.name));

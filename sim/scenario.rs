@@ -282,6 +282,12 @@ pub struct Arm {
     pub name: String,
     /// The guard.
     pub guard: GuardSpec,
+    /// This arm's outcome feedback policy, overriding the protocol's (MAPLE-Guard's feedback
+    /// ablations compare full / no_q / none on one seed, spec §4). In RON `feedback: NoQ`;
+    /// the policy named `None` must be written `Some(None)`, since a bare `None` means "no
+    /// override".
+    #[serde(default)]
+    pub feedback: Option<FeedbackPolicy>,
 }
 
 /// A whole scenario.

@@ -226,3 +226,52 @@ fn appworld_tasks_offer_safe_risky_confirm_and_unrelated_actions() {
     assert!(shared >= 3, "siblings of one scenario share cues");
     assert!(t[0].id.ends_with("_1") && t[1].id.ends_with("_2") && t[2].id.ends_with("_3"));
 }
+
+/// Every bundled scenario and grid parses and validates: the files a researcher starts from
+/// must never rot.
+#[test]
+fn every_bundled_scenario_and_grid_loads() {
+    fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+        entries.sort();
+        for p in entries {
+            // scenarios/explain holds `memlink explain` inputs, checked by tests/cli.rs.
+            if p.is_dir() && !p.ends_with("explain") {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|e| e == "ron") {
+                out.push(p);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&common::path("scenarios"), &mut files);
+    assert!(files.len() >= 25, "{}", files.len());
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let is_grid = text.contains("attacker_sets:") && !text.contains("arms:") || text.contains("settings:");
+        if is_grid || text.contains("\n    base:") {
+            let (_, runs) = memlink::grid::expand(&f).unwrap_or_else(|e| panic!("{e}"));
+            assert!(!runs.is_empty(), "{}", f.display());
+        } else {
+            memlink::scenario::load(&f).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+}
+
+/// An arm may override the protocol's feedback policy; `Some(None)` is the policy none.
+#[test]
+fn an_arm_can_override_the_feedback_policy() {
+    let text = common::small("", 20).replace(
+        r#"arms: [(name: "No Defense", guard: NoDefense), (name: "MAPLE-Guard", guard: Maple(()))],"#,
+        r#"arms: [(name: "full", guard: Maple(())), (name: "none", guard: Maple(()), feedback: Some(None)),
+                 (name: "default", guard: Maple(()), feedback: None)],"#,
+    );
+    let ls = common::load(&text);
+    assert_eq!(ls.scenario.arms[1].feedback, Some(memlink::guard::maple::FeedbackPolicy::None));
+    assert_eq!(ls.scenario.arms[2].feedback, None);
+    let r = run_scenario(&ls, 5);
+    assert_ne!(r.arms[0].trace_hash, r.arms[1].trace_hash);
+    assert_eq!(r.arms[0].trace_hash, r.arms[2].trace_hash);
+    // Under feedback none the team reputation never moves.
+    assert_eq!(r.arms[1].final_reputation, 0.5);
+}

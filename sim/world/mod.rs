@@ -189,6 +189,8 @@ pub struct World<'a> {
     meta: MapleConfig,
     backbone: Box<dyn Backbone>,
     workload: Rc<TaskStream>,
+    /// The outcome feedback policy of this arm (the protocol's unless the arm overrides it).
+    feedback: FeedbackPolicy,
     lex: Lexicon,
     embedder: Embedder,
     bank: MemoryBank,
@@ -256,7 +258,12 @@ pub fn place_attackers(scn: &Scenario, graph: &CommGraph, streams: &Streams) -> 
 impl<'a> World<'a> {
     /// Sets up a run of `arm` of `scn` with `profile` and master seed `seed`.
     pub fn new(scn: &'a Scenario, profile: &Profile, arm: &Arm, seed: u64, record: bool) -> Self {
-        Self::with_guard(scn, profile, &arm.name, crate::guard::build_guard(&arm.guard, scn.agents), seed, record)
+        let mut w =
+            Self::with_guard(scn, profile, &arm.name, crate::guard::build_guard(&arm.guard, scn.agents), seed, record);
+        if let Some(f) = arm.feedback {
+            w.feedback = f;
+        }
+        w
     }
 
     /// Sets up a run with a guard built outside the scenario (a researcher's own [`Guard`]).
@@ -323,6 +330,7 @@ impl<'a> World<'a> {
             targets: std::collections::BTreeMap::new(),
             arm_name: arm_name.to_string(),
             inspection: None,
+            feedback: scn.protocol.feedback,
         }
     }
 
@@ -1349,7 +1357,8 @@ impl<'a> World<'a> {
 
     /// Final vote, outcome updates, outcome memories, promotion (spec §4, §5.3).
     fn finish(&mut self, task: u32) {
-        let proto = self.scn.protocol.clone();
+        let mut proto = self.scn.protocol.clone();
+        proto.feedback = self.feedback;
         let last = proto.rounds as usize - 1;
         let n = self.scn.agents;
         let wl = self.workload.clone();
@@ -1457,7 +1466,7 @@ impl<'a> World<'a> {
             return;
         }
         if promo.policy != PromotionPolicy::AcceptedRetrievedPrivate
-            && proto.feedback != FeedbackPolicy::None
+            && self.feedback != FeedbackPolicy::None
             && !success
         {
             return;
