@@ -186,3 +186,29 @@ fn obvious_stealth_keeps_the_attack_words_and_routes() {
     // No attack writes nothing.
     assert!(AttackConfig::None.plan(&refund(), 1, &[0], 8, &mut hooks).is_empty());
 }
+
+#[test]
+fn agentpoison_query_activation_makes_queries_carry_the_trigger() {
+    let base = memlink::scenario::load(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scenarios/paper/appworld-agentpoison-wheel.ron"
+    )))
+    .unwrap();
+    let mut on = base.clone();
+    if let AttackConfig::AgentPoison(c) = &mut on.scenario.attack {
+        c.activation = memlink::attack::QueryActivation::RetrievalOnly;
+    }
+    let arm = &base.scenario.arms[0];
+    let off = memlink::world::run_arm(&base.scenario, &base.profile, arm, 42, false).summary;
+    let act = memlink::world::run_arm(&on.scenario, &on.profile, arm, 42, false).summary;
+    // With the trigger in later queries the trigger demonstrations are retrieved more often.
+    let exposure = |s: &memlink::metrics::ArmSummary| s.rounds[0].pmur_agent;
+    assert!(exposure(&act) > exposure(&off), "{} vs {}", exposure(&act), exposure(&off));
+    // Visible-only activation leaves retrieval alone.
+    let mut vis = base.clone();
+    if let AttackConfig::AgentPoison(c) = &mut vis.scenario.attack {
+        c.activation = memlink::attack::QueryActivation::VisibleQuery;
+    }
+    let v = memlink::world::run_arm(&vis.scenario, &vis.profile, arm, 42, false).summary;
+    assert_eq!(v.trace_hash, off.trace_hash);
+}

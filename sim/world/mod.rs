@@ -191,6 +191,8 @@ pub struct World<'a> {
     workload: Rc<TaskStream>,
     /// The outcome feedback policy of this arm (the protocol's unless the arm overrides it).
     feedback: FeedbackPolicy,
+    /// A poisoning task has arrived (query activation starts then).
+    attack_started: bool,
     lex: Lexicon,
     embedder: Embedder,
     bank: MemoryBank,
@@ -331,6 +333,7 @@ impl<'a> World<'a> {
             arm_name: arm_name.to_string(),
             inspection: None,
             feedback: scn.protocol.feedback,
+            attack_started: false,
         }
     }
 
@@ -519,8 +522,18 @@ impl<'a> World<'a> {
                 self.backbone.knowledge(truth, &mut rng)
             })
             .collect();
-        let query = analyze_query(&t.query, &mut self.lex);
-        let query_emb: Rc<[f32]> = self.embedder.embed(&query.tokens, Embedder::text_key(&t.query), &self.lex).into();
+        // AgentPoison's query activation: once the attack has begun, retrieval queries carry the
+        // trigger (spec §6; off in every paper configuration).
+        if t.poisoning {
+            self.attack_started = true;
+        }
+        let query_text = match self.scn.attack.retrieval_trigger() {
+            Some(trigger) if self.attack_started => format!("{} {trigger}", t.query),
+            _ => t.query.clone(),
+        };
+        let query = analyze_query(&query_text, &mut self.lex);
+        let query_emb: Rc<[f32]> =
+            self.embedder.embed(&query.tokens, Embedder::text_key(&query_text), &self.lex).into();
         let option_tokens: Vec<Vec<Sym>> =
             t.options.iter().map(|o| tokens_of(&o.to_lowercase(), &mut self.lex)).collect();
         let st = TaskState {
