@@ -61,3 +61,28 @@ fn the_trace_log_matches_the_hash_and_time_never_decreases() {
         assert!(insp.times.windows(2).all(|w| w[0] <= w[1]), "simulated time never decreases");
     }
 }
+
+/// Every setting of the paper, every guard: the same seed gives the same bytes, twice and in 1-
+/// and 2-thread pools (reduced task counts keep it quick).
+#[test]
+fn every_setting_and_guard_is_deterministic() {
+    for (path, tasks) in [
+        ("scenarios/paper/table2/mmlu-minja.ron", 8),
+        ("scenarios/paper/table2/longmemeval-memorygraft.ron", 4),
+        ("scenarios/paper/table2/appworld-agentpoison.ron", 30),
+        ("scenarios/paper/table2/csqa-promptinject.ron", 4),
+        ("scenarios/paper/table2/injectagent-toolattack.ron", 6),
+    ] {
+        let mut ls = common::bundled(path);
+        use memlink::workload::WorkloadConfig as W;
+        match &mut ls.scenario.workload {
+            W::Mmlu(c) | W::Csqa(c) => c.tasks = tasks,
+            W::LongMemEval(c) => c.tasks = tasks,
+            W::AppWorld(c) => c.tasks = tasks,
+            W::InjectAgent(c) => c.tasks = tasks,
+        }
+        let report = check_determinism(&ls, 11).unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert_eq!(report.runs.len(), 4, "{path}");
+        assert_eq!(ls.scenario.arms.len(), 9);
+    }
+}

@@ -1542,11 +1542,28 @@ impl<'a> World<'a> {
 
 /// Keeps the `k` first elements under the total order `cmp`, sorted (a partial selection, so
 /// ranking hundreds of candidates for three slots stays cheap).
-fn top_k<T>(v: &mut Vec<T>, k: usize, cmp: impl Fn(&T, &T) -> std::cmp::Ordering) {
-    if v.len() > k && k > 0 {
-        v.select_nth_unstable_by(k - 1, &cmp);
-        v.truncate(k);
+fn top_k<T: Copy>(v: &mut Vec<T>, k: usize, cmp: impl Fn(&T, &T) -> std::cmp::Ordering) {
+    use std::cmp::Ordering::Less;
+    if v.len() <= k {
+        v.sort_by(cmp);
+        return;
     }
+    if k <= 16 {
+        // A bounded insertion pass beats a selection plus sort for the small k of a prompt;
+        // `cmp` is a total order (ties are broken by position), so the result is the same.
+        let mut best: Vec<T> = Vec::with_capacity(k + 1);
+        for x in v.iter() {
+            if best.len() == k && cmp(x, &best[k - 1]) != Less {
+                continue;
+            }
+            let at = best.partition_point(|b| cmp(b, x) == Less);
+            best.insert(at, *x);
+            best.truncate(k);
+        }
+        *v = best;
+        return;
+    }
+    v.select_nth_unstable_by(k - 1, &cmp);
     v.truncate(k);
     v.sort_by(cmp);
 }
