@@ -6,7 +6,7 @@
 mod choice;
 mod profile;
 
-pub use choice::{DiscreteChoice, stance};
+pub use choice::{DiscreteChoice, mentioned, stance};
 pub use profile::{Profile, WorkloadParams, load_profile};
 
 use crate::engine::SimRng;

@@ -193,6 +193,8 @@ pub struct World<'a> {
     feedback: FeedbackPolicy,
     /// A poisoning task has arrived (query activation starts then).
     attack_started: bool,
+    /// MINJA's background note about the latest poisoning task, when query activation is on.
+    activation_note: Option<String>,
     lex: Lexicon,
     embedder: Embedder,
     bank: MemoryBank,
@@ -334,6 +336,7 @@ impl<'a> World<'a> {
             inspection: None,
             feedback: scn.protocol.feedback,
             attack_started: false,
+            activation_note: None,
         }
     }
 
@@ -527,8 +530,9 @@ impl<'a> World<'a> {
         if t.poisoning {
             self.attack_started = true;
         }
-        let query_text = match self.scn.attack.retrieval_trigger() {
-            Some(trigger) if self.attack_started => format!("{} {trigger}", t.query),
+        let query_text = match (self.scn.attack.retrieval_trigger(), &self.activation_note) {
+            (Some(trigger), _) if self.attack_started => format!("{} {trigger}", t.query),
+            (None, Some(note)) => format!("{} {note}", t.query),
             _ => t.query.clone(),
         };
         let query = analyze_query(&query_text, &mut self.lex);
@@ -581,6 +585,11 @@ impl<'a> World<'a> {
             };
             st.target = Some(target);
             st.target_tokens = st.option_tokens[target as usize].clone();
+            if let crate::attack::AttackConfig::Minja(m) = &self.scn.attack
+                && m.activation
+            {
+                self.activation_note = Some(m.activation_note(t, target));
+            }
             self.targets.insert(task, (target, st.target_tokens.clone()));
             self.cur = Some(st);
             let attack = &self.scn.attack;
@@ -1394,9 +1403,17 @@ impl<'a> World<'a> {
         let final_answer = if votes.iter().all(|v| *v == 0) {
             None
         } else if t.open_ended {
-            // Normalised-text majority; ties go to the shortest answer, then the first.
+            // The adjudicator weighs trusted evidence first: a candidate that the user-history
+            // rounds the benign agents retrieved point to, if any benign agent gave it; else the
+            // normalised-text majority, ties to the shortest answer, then the first.
             let best = *votes.iter().max().expect("options");
-            (0..votes.len()).filter(|i| votes[*i] == best).min_by_key(|i| (t.options[*i].len(), *i)).map(|i| i as u8)
+            match self.trusted_evidence(&st, last) {
+                Some(e) if votes[e as usize] > 0 => Some(e),
+                _ => (0..votes.len())
+                    .filter(|i| votes[*i] == best)
+                    .min_by_key(|i| (t.options[*i].len(), *i))
+                    .map(|i| i as u8),
+            }
         } else {
             // Ties go to the alphabetically smallest letter.
             let best = *votes.iter().max().expect("options");
@@ -1470,6 +1487,27 @@ impl<'a> World<'a> {
         }
         self.promote(t, &st, final_answer, success);
         self.recorder.end_task(&self.oracle, task, final_answer, t.poisoning, t.metric);
+    }
+
+    /// The one candidate answer the trusted user-history rounds selected by benign agents in
+    /// round `last` point to, if they point to exactly one.
+    fn trusted_evidence(&self, st: &TaskState, last: usize) -> Option<u8> {
+        let mut found: Option<u8> = None;
+        for a in (0..self.scn.agents as usize).filter(|a| !self.is_attacker[*a]) {
+            for (id, _) in &st.selected[last][a] {
+                let it = self.bank.get(*id);
+                if it.writer != Writer::User {
+                    continue;
+                }
+                if let Some(c) = crate::agent::mentioned(&it.features, &st.option_tokens) {
+                    if found.is_some_and(|f| f != c) {
+                        return None;
+                    }
+                    found = Some(c);
+                }
+            }
+        }
+        found
     }
 
     fn promote(&mut self, t: &Task, st: &TaskState, final_answer: Option<u8>, success: bool) {
