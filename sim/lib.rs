@@ -10,6 +10,7 @@
 
 pub mod agent;
 pub mod attack;
+pub mod calibrate;
 pub mod embed;
 pub mod engine;
 pub mod error;

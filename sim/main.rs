@@ -97,6 +97,22 @@ enum Cmd {
         #[arg(long)]
         round: Option<usize>,
     },
+    /// Fit chosen stand-in parameters of a backbone profile to published numbers (Nelder–Mead
+    /// over simulated runs with fixed seeds); checkpoints every iteration, writes the fitted
+    /// profile and a fit report.
+    Calibrate {
+        /// Calibration file (RON).
+        calibration: PathBuf,
+        /// Folder for the checkpoint and the report (default: runs/calibrate-<name>).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Where to write the fitted profile (default: the profile file itself).
+        #[arg(long)]
+        profile_out: Option<PathBuf>,
+        /// Continue from the checkpoint in the output folder instead of starting afresh.
+        #[arg(long)]
+        resume: bool,
+    },
     /// Render the table of a grid's results (markdown; `--csv` for CSV).
     Report {
         /// results.jsonl written by `memlink grid`.
@@ -254,6 +270,26 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             memlink::run::write_atomic(&dir.join("table.csv"), &memlink::grid::csv(&rows, k))?;
             print!("{}", memlink::grid::markdown(&rows, k));
             println!("\nwrote {}/results.jsonl, table.md and table.csv", dir.display());
+            Ok(())
+        }
+        Cmd::Calibrate { calibration, out, profile_out, resume } => {
+            let cal = memlink::calibrate::Calibration::load(&calibration)?;
+            let name = cal.spec().name.clone();
+            let dir = out.unwrap_or_else(|| PathBuf::from("runs").join(format!("calibrate-{name}")));
+            eprintln!("{name}: fitting {} parameters to {} target rows", cal.spec().parameters.len(), cal.rows().len());
+            let fit = cal.fit(&dir, resume, &mut |s| {
+                let (x, v) = s.best();
+                eprintln!(
+                    "  iteration {:>3} · {:>4} evaluations · objective {v:.4} · {x:.4?}",
+                    s.iterations, s.evaluations
+                );
+            })?;
+            let target = profile_out.unwrap_or_else(|| cal.profile_path().to_path_buf());
+            cal.write_profile(&fit, &target)?;
+            let report = memlink::calibrate::report(&cal, &fit);
+            memlink::run::write_atomic(&dir.join(format!("{name}.md")), &report)?;
+            print!("{report}");
+            println!("\nwrote {} and {}/{name}.md", target.display(), dir.display());
             Ok(())
         }
         Cmd::Report { results, round, csv } => {

@@ -1,0 +1,507 @@
+//! Calibration of the LLM stand-in (issue 4): chosen parameters of one backbone profile are
+//! fitted to published numbers by Nelder–Mead over simulated runs with common random numbers
+//! (fixed seeds), so the objective is a deterministic function of the parameters and the fit is
+//! reproducible from the file. Each target weighs by its reported spread.
+//!
+//! MAPLE-Guard's numbers are predictions: a calibration that selects a MAPLE-Guard row is
+//! refused ([`Error::Invalid`] naming the row), so no MAPLE number can enter an objective.
+
+mod nelder_mead;
+mod targets;
+
+pub use nelder_mead::{Bounds, Simplex};
+pub use targets::{Target, read_targets};
+
+use crate::agent::{Profile, WorkloadParams};
+use crate::error::{Error, Pos, Result, locate_field, parse_ron, read_file};
+use crate::run::write_atomic;
+use crate::scenario::{LoadedScenario, load, resolve_profile};
+use crate::topology::Topology;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Which target rows a calibration fits.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RowFilter {
+    /// Source tables ("table2", "table6_attack_free", …); empty = all.
+    pub sources: Vec<String>,
+    /// Methods; default No Defense only.
+    pub guards: Vec<String>,
+    /// Metrics ("MDSR@3", "RDA@1", …); empty = all.
+    pub metrics: Vec<String>,
+}
+
+impl Default for RowFilter {
+    fn default() -> Self {
+        RowFilter { sources: vec!["table2".into()], guards: vec!["No Defense".into()], metrics: Vec::new() }
+    }
+}
+
+/// One fitted parameter: a field of the profile's parameters for one workload.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FitParameter {
+    /// Workload key in the profile ("mmlu").
+    pub workload: String,
+    /// Field of `WorkloadParams` ("memory_weight").
+    pub name: String,
+    /// Lower bound.
+    pub lo: f64,
+    /// Upper bound.
+    pub hi: f64,
+}
+
+/// A calibration file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CalibrationSpec {
+    /// Name (output file names).
+    pub name: String,
+    /// Backbone profile to fit (name under models/, or a path).
+    pub profile: String,
+    /// Targets CSV, relative to the calibration file.
+    pub targets: PathBuf,
+    /// Which rows to fit (only rows of this profile's backbone and of a listed setting).
+    #[serde(default)]
+    pub rows: RowFilter,
+    /// Setting name → scenario file (relative to the calibration file); its arms must include
+    /// every selected method by name.
+    pub settings: BTreeMap<String, PathBuf>,
+    /// The parameters to fit.
+    pub parameters: Vec<FitParameter>,
+    /// Seeds every evaluation runs (common random numbers).
+    #[serde(default = "default_seeds")]
+    pub seeds: Vec<u64>,
+    /// Tasks per run, overriding the scenarios' (None keeps them).
+    #[serde(default)]
+    pub tasks: Option<u32>,
+    /// Most objective evaluations.
+    #[serde(default = "default_evals")]
+    pub max_evaluations: u32,
+    /// Stop when the simplex's values differ by less than this.
+    #[serde(default = "default_tolerance")]
+    pub tolerance: f64,
+    /// Smallest spread (percentage points) a target is weighted by.
+    #[serde(default = "default_floor")]
+    pub spread_floor: f64,
+}
+
+fn default_seeds() -> Vec<u64> {
+    vec![42]
+}
+fn default_evals() -> u32 {
+    80
+}
+fn default_tolerance() -> f64 {
+    1e-3
+}
+fn default_floor() -> f64 {
+    1.0
+}
+
+/// A target row resolved against the calibration: which runs it needs.
+#[derive(Clone, Debug)]
+struct Row {
+    target: Target,
+    setting: String,
+    topologies: Vec<Topology>,
+    mdsr: bool,
+    round: usize,
+}
+
+/// One fitted row in the report.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RowFit {
+    /// The target.
+    pub source: String,
+    /// Setting.
+    pub setting: String,
+    /// Method.
+    pub guard: String,
+    /// Topology label of the target.
+    pub topology: String,
+    /// Metric.
+    pub metric: String,
+    /// Target percent.
+    pub target: f64,
+    /// Weight σ used (percentage points).
+    pub sigma: f64,
+    /// Simulated percent at the fitted parameters.
+    pub simulated: f64,
+}
+
+/// The outcome of a calibration.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Fit {
+    /// Parameters as (workload.name, start, fitted).
+    pub parameters: Vec<(String, f64, f64)>,
+    /// Objective at the start and at the end.
+    pub objective: (f64, f64),
+    /// Iterations and evaluations.
+    pub iterations: u32,
+    /// Evaluations.
+    pub evaluations: u32,
+    /// Every fitted row at the fitted parameters.
+    pub rows: Vec<RowFit>,
+}
+
+/// A loaded calibration: spec, profile, resolved rows and scenarios.
+pub struct Calibration {
+    spec: CalibrationSpec,
+    path: PathBuf,
+    profile_path: PathBuf,
+    profile: Profile,
+    rows: Vec<Row>,
+    scenarios: BTreeMap<String, LoadedScenario>,
+}
+
+fn topologies_of(label: &str) -> Option<Vec<Topology>> {
+    match label {
+        "mean(star,chain,tree)" => Some(vec![Topology::Wheel, Topology::Chain, Topology::Tree]),
+        "star" => Some(vec![Topology::Wheel]),
+        "chain" => Some(vec![Topology::Chain]),
+        "tree" => Some(vec![Topology::Tree]),
+        // The reference's random graphs: directed, p = 2/7 (spec §11).
+        "random" => Some(vec![Topology::Random(Some(2.0 / 7.0))]),
+        _ => None,
+    }
+}
+
+fn set_param(p: &mut WorkloadParams, name: &str, v: f64) -> std::result::Result<(), String> {
+    let mut j = serde_json::to_value(&*p).map_err(|e| e.to_string())?;
+    let slot = j.get_mut(name).ok_or_else(|| format!("a field of the workload parameters, not `{name}`"))?;
+    *slot = serde_json::json!(v);
+    *p = serde_json::from_value(j).map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+fn get_param(p: &WorkloadParams, name: &str) -> Option<f64> {
+    serde_json::to_value(p).ok()?.get(name)?.as_f64()
+}
+
+impl Calibration {
+    /// Loads a calibration file, its targets, profile and scenarios, and checks that no
+    /// MAPLE-Guard row is selected.
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = read_file(path)?;
+        let spec: CalibrationSpec = parse_ron(path, &text)?;
+        let invalid = |field: &str, expected: String| Error::Invalid {
+            path: path.to_path_buf(),
+            pos: locate_field(&text, field),
+            field: field.to_string(),
+            expected,
+        };
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let profile_path = resolve_profile(path, &spec.profile);
+        let profile = crate::agent::load_profile(&profile_path)?;
+        if spec.parameters.is_empty() {
+            return Err(invalid("parameters", "at least one parameter to fit".into()));
+        }
+        for p in &spec.parameters {
+            let w = profile
+                .workload(&p.workload)
+                .ok_or_else(|| invalid("workload", format!("a workload of profile `{}`", profile.name)))?;
+            if get_param(w, &p.name).is_none() {
+                return Err(invalid("name", format!("a parameter of the `{}` workload, not `{}`", p.workload, p.name)));
+            }
+            if !(p.lo.is_finite() && p.hi.is_finite() && p.lo.partial_cmp(&p.hi) == Some(std::cmp::Ordering::Less)) {
+                return Err(invalid("lo", format!("lo < hi for `{}`", p.name)));
+            }
+        }
+        if spec.seeds.is_empty() {
+            return Err(invalid("seeds", "at least one seed".into()));
+        }
+        let targets = read_targets(&dir.join(&spec.targets))?;
+        let f = &spec.rows;
+        let mut rows = Vec::new();
+        for t in targets {
+            let picked = t.backbone == profile.name
+                && spec.settings.contains_key(&t.setting)
+                && (f.sources.is_empty() || f.sources.contains(&t.source))
+                && (f.guards.is_empty() || f.guards.contains(&t.guard))
+                && (f.metrics.is_empty() || f.metrics.contains(&t.metric));
+            if !picked {
+                continue;
+            }
+            if t.guard.to_lowercase().contains("maple") {
+                return Err(invalid(
+                    "guards",
+                    format!(
+                        "no MAPLE-Guard row: its numbers are predictions and never enter a fit (targets line {})",
+                        t.line
+                    ),
+                ));
+            }
+            let topologies = topologies_of(&t.topology).ok_or_else(|| {
+                invalid("targets", format!("a known topology, not `{}` (line {})", t.topology, t.line))
+            })?;
+            let (mdsr, round) = match t.metric.split_once('@') {
+                Some(("MDSR", k)) => (true, k.parse().unwrap_or(0)),
+                Some(("RDA", k)) => (false, k.parse().unwrap_or(0)),
+                _ => return Err(invalid("metrics", format!("MDSR@k or RDA@k, not `{}` (line {})", t.metric, t.line))),
+            };
+            rows.push(Row { setting: t.setting.clone(), topologies, mdsr, round, target: t });
+        }
+        if rows.is_empty() {
+            return Err(invalid("rows", "a filter that selects at least one target row".into()));
+        }
+        let mut scenarios = BTreeMap::new();
+        for (name, rel) in &spec.settings {
+            let mut ls = load(&dir.join(rel))?;
+            if let Some(n) = spec.tasks {
+                set_tasks(&mut ls, n);
+            }
+            for r in rows.iter().filter(|r| &r.setting == name) {
+                if !ls.scenario.arms.iter().any(|a| a.name == r.target.guard) {
+                    return Err(invalid(
+                        "settings",
+                        format!("scenario of `{name}` with an arm named `{}`", r.target.guard),
+                    ));
+                }
+                if ls.scenario.protocol.rounds < r.round as u32 {
+                    return Err(invalid("settings", format!("scenario of `{name}` with at least {} rounds", r.round)));
+                }
+            }
+            scenarios.insert(name.clone(), ls);
+        }
+        Ok(Calibration { spec, path: path.to_path_buf(), profile_path, profile, rows, scenarios })
+    }
+
+    /// The rows the objective uses, as (line in the targets file, setting, guard, metric).
+    pub fn rows(&self) -> Vec<(usize, String, String, String)> {
+        self.rows
+            .iter()
+            .map(|r| (r.target.line, r.setting.clone(), r.target.guard.clone(), r.target.metric.clone()))
+            .collect()
+    }
+
+    fn profile_with(&self, x: &[f64]) -> Profile {
+        let mut p = self.profile.clone();
+        for (param, v) in self.spec.parameters.iter().zip(x) {
+            let w = p.workloads.get_mut(&param.workload).expect("checked at load");
+            set_param(w, &param.name, *v).expect("checked at load");
+        }
+        p
+    }
+
+    /// Simulated percent of every row at parameters `x` (runs in parallel, results in a
+    /// fixed order).
+    fn simulate(&self, x: &[f64]) -> Vec<f64> {
+        let profile = self.profile_with(x);
+        // Each distinct (setting, method, topology, seed) run once.
+        let mut jobs: Vec<(String, String, Topology, u64)> = Vec::new();
+        for r in &self.rows {
+            for t in &r.topologies {
+                for &seed in &self.spec.seeds {
+                    let j = (r.setting.clone(), r.target.guard.clone(), t.clone(), seed);
+                    if !jobs.contains(&j) {
+                        jobs.push(j);
+                    }
+                }
+            }
+        }
+        let results: Vec<crate::metrics::ArmSummary> = jobs
+            .par_iter()
+            .map(|(setting, guard, topo, seed)| {
+                let ls = &self.scenarios[setting];
+                let mut s = ls.scenario.clone();
+                s.topology = topo.clone();
+                let arm = s.arms.iter().find(|a| &a.name == guard).expect("checked at load").clone();
+                crate::world::run_arm(&s, &profile, &arm, *seed, false).summary
+            })
+            .collect();
+        self.rows
+            .iter()
+            .map(|r| {
+                let mut vals = Vec::new();
+                for t in &r.topologies {
+                    let per_seed: Vec<f64> = self
+                        .spec
+                        .seeds
+                        .iter()
+                        .map(|seed| {
+                            let i = jobs
+                                .iter()
+                                .position(|j| j.0 == r.setting && j.1 == r.target.guard && &j.2 == t && j.3 == *seed)
+                                .expect("job");
+                            let m = &results[i].rounds[r.round - 1];
+                            100.0 * if r.mdsr { m.mdsr_strict } else { m.rda }
+                        })
+                        .collect();
+                    vals.push(per_seed.iter().sum::<f64>() / per_seed.len() as f64);
+                }
+                vals.iter().sum::<f64>() / vals.len() as f64
+            })
+            .collect()
+    }
+
+    fn sigma(&self, r: &Row) -> f64 {
+        r.target.topology_std.unwrap_or(0.0).max(self.spec.spread_floor)
+    }
+
+    /// The objective: mean squared spread-weighted residual over the rows.
+    pub fn objective(&self, x: &[f64]) -> f64 {
+        let sim = self.simulate(x);
+        let n = self.rows.len() as f64;
+        self.rows.iter().zip(&sim).map(|(r, s)| ((s - r.target.percent) / self.sigma(r)).powi(2)).sum::<f64>() / n
+    }
+
+    fn state_path(&self, out: &Path) -> PathBuf {
+        out.join(format!("{}.state.json", self.spec.name))
+    }
+
+    /// Runs the fit, writing a checkpoint after every iteration into `out`; with `resume` a
+    /// checkpoint of the same calibration continues where it stopped. `progress` sees each
+    /// iteration.
+    pub fn fit(&self, out: &Path, resume: bool, progress: &mut dyn FnMut(&Simplex)) -> Result<Fit> {
+        std::fs::create_dir_all(out).map_err(|source| Error::Io { path: out.to_path_buf(), source })?;
+        let bounds = Bounds {
+            lo: self.spec.parameters.iter().map(|p| p.lo).collect(),
+            hi: self.spec.parameters.iter().map(|p| p.hi).collect(),
+        };
+        let x0: Vec<f64> = self
+            .spec
+            .parameters
+            .iter()
+            .map(|p| get_param(self.profile.workload(&p.workload).expect("checked"), &p.name).expect("checked"))
+            .collect();
+        let step: Vec<f64> = self.spec.parameters.iter().map(|p| 0.1 * (p.hi - p.lo)).collect();
+        let mut f = |x: &[f64]| self.objective(x);
+        let state = self.state_path(out);
+        let mut simplex = match (resume, state.exists()) {
+            (true, true) => {
+                let text = read_file(&state)?;
+                let s: Simplex = serde_json::from_str(&text).map_err(|e| Error::Parse {
+                    path: state.clone(),
+                    pos: Pos { line: e.line(), col: e.column() },
+                    message: format!("expected a calibration checkpoint: {e}"),
+                })?;
+                if s.vertices.first().is_none_or(|v| v.0.len() != x0.len()) {
+                    return Err(Error::Parse {
+                        path: state.clone(),
+                        pos: Pos { line: 1, col: 1 },
+                        message: "a checkpoint of this calibration's parameters".into(),
+                    });
+                }
+                s
+            }
+            _ => Simplex::start(&x0, &step, &bounds, &mut f),
+        };
+        let start_objective = self.objective(&x0);
+        while simplex.evaluations < self.spec.max_evaluations && simplex.spread() > self.spec.tolerance {
+            simplex.step(&bounds, &mut f);
+            write_atomic(&state, &serde_json::to_string_pretty(&simplex).expect("serializable"))?;
+            progress(&simplex);
+        }
+        write_atomic(&state, &serde_json::to_string_pretty(&simplex).expect("serializable"))?;
+        let (best, value) = simplex.best();
+        let sim = self.simulate(best);
+        let rows = self
+            .rows
+            .iter()
+            .zip(&sim)
+            .map(|(r, s)| RowFit {
+                source: r.target.source.clone(),
+                setting: r.setting.clone(),
+                guard: r.target.guard.clone(),
+                topology: r.target.topology.clone(),
+                metric: r.target.metric.clone(),
+                target: r.target.percent,
+                sigma: self.sigma(r),
+                simulated: *s,
+            })
+            .collect();
+        Ok(Fit {
+            parameters: self
+                .spec
+                .parameters
+                .iter()
+                .zip(x0.iter().zip(best))
+                .map(|(p, (a, b))| (format!("{}.{}", p.workload, p.name), *a, *b))
+                .collect(),
+            objective: (start_objective, value),
+            iterations: simplex.iterations,
+            evaluations: simplex.evaluations,
+            rows,
+        })
+    }
+
+    /// Writes the fitted profile (atomically) to `path` and returns its text.
+    pub fn write_profile(&self, fit: &Fit, path: &Path) -> Result<String> {
+        let x: Vec<f64> = fit.parameters.iter().map(|p| p.2).collect();
+        let mut p = self.profile_with(&x);
+        p.provenance = format!(
+            "calibrated by `memlink calibrate {}` ({} parameters, {} target rows, seeds {:?}, {} evaluations; objective {:.4} -> {:.4})",
+            self.path.display(),
+            fit.parameters.len(),
+            fit.rows.len(),
+            self.spec.seeds,
+            fit.evaluations,
+            fit.objective.0,
+            fit.objective.1
+        );
+        let body = ron::ser::to_string_pretty(&p, ron::ser::PrettyConfig::default()).expect("serializable");
+        let text = format!(
+            "// LLM stand-in profile for {}, written by `memlink calibrate`; see its provenance.\n{body}\n",
+            p.name
+        );
+        write_atomic(path, &text)?;
+        Ok(text)
+    }
+
+    /// Where the fitted profile goes by default: the profile file itself.
+    pub fn profile_path(&self) -> &Path {
+        &self.profile_path
+    }
+
+    /// The spec.
+    pub fn spec(&self) -> &CalibrationSpec {
+        &self.spec
+    }
+}
+
+fn set_tasks(ls: &mut LoadedScenario, n: u32) {
+    use crate::workload::WorkloadConfig as W;
+    match &mut ls.scenario.workload {
+        W::Mmlu(c) | W::Csqa(c) => c.tasks = n,
+        W::AppWorld(c) => c.tasks = n,
+        W::InjectAgent(c) => c.tasks = n,
+        W::LongMemEval(c) => c.tasks = n,
+    }
+}
+
+/// The fit report as markdown.
+pub fn report(cal: &Calibration, fit: &Fit) -> String {
+    let mut s = format!(
+        "# Calibration `{}` of `{}`\n\nObjective (mean squared residual / σ): {:.4} → {:.4} after {} iterations, {} evaluations; seeds {:?}.\n\nNo MAPLE-Guard row is fitted: the calibration refuses any selection that contains one.\n\n| parameter | start | fitted |\n|---|---|---|\n",
+        cal.spec.name,
+        cal.profile.name,
+        fit.objective.0,
+        fit.objective.1,
+        fit.iterations,
+        fit.evaluations,
+        cal.spec.seeds
+    );
+    for (name, a, b) in &fit.parameters {
+        s.push_str(&format!("| {name} | {a:.4} | {b:.4} |\n"));
+    }
+    s.push_str("\n| source | setting | method | topology | metric | target | σ | simulated | residual |\n|---|---|---|---|---|---|---|---|---|\n");
+    for r in &fit.rows {
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:+.1} |\n",
+            r.source,
+            r.setting,
+            r.guard,
+            r.topology,
+            r.metric,
+            r.target,
+            r.sigma,
+            r.simulated,
+            r.simulated - r.target
+        ));
+    }
+    s
+}

@@ -1,0 +1,157 @@
+//! Nelder–Mead simplex minimisation in a box (reflection 1, expansion 2, contraction ½,
+//! shrink ½). Points are clamped into the box before evaluation. The whole state is plain
+//! data, so a long fit can be checkpointed after every iteration and resumed bit for bit.
+
+use serde::{Deserialize, Serialize};
+
+/// The state of a minimisation: the simplex with its values, best first.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Simplex {
+    /// Vertices and their objective values, sorted best first.
+    pub vertices: Vec<(Vec<f64>, f64)>,
+    /// Iterations done.
+    pub iterations: u32,
+    /// Objective evaluations done.
+    pub evaluations: u32,
+}
+
+/// A box constraint per coordinate.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Bounds {
+    /// Lower bounds.
+    pub lo: Vec<f64>,
+    /// Upper bounds.
+    pub hi: Vec<f64>,
+}
+
+impl Bounds {
+    fn clamp(&self, x: &[f64]) -> Vec<f64> {
+        x.iter().enumerate().map(|(i, v)| v.clamp(self.lo[i], self.hi[i])).collect()
+    }
+}
+
+fn sort(v: &mut [(Vec<f64>, f64)]) {
+    // Ties keep vertex order, so the simplex is the same on every run.
+    v.sort_by(|a, b| a.1.total_cmp(&b.1));
+}
+
+impl Simplex {
+    /// The initial simplex around `x0`: `x0` and one vertex per coordinate moved by `step[i]`
+    /// (inwards if that would leave the box).
+    pub fn start(x0: &[f64], step: &[f64], bounds: &Bounds, f: &mut dyn FnMut(&[f64]) -> f64) -> Self {
+        let x0 = bounds.clamp(x0);
+        let mut vertices = vec![(x0.clone(), f(&x0))];
+        for i in 0..x0.len() {
+            let mut x = x0.clone();
+            x[i] = if x[i] + step[i] <= bounds.hi[i] { x[i] + step[i] } else { x[i] - step[i] };
+            let x = bounds.clamp(&x);
+            let v = f(&x);
+            vertices.push((x, v));
+        }
+        sort(&mut vertices);
+        let n = vertices.len() as u32;
+        Simplex { vertices, iterations: 0, evaluations: n }
+    }
+
+    /// The best vertex and its value.
+    pub fn best(&self) -> (&[f64], f64) {
+        (&self.vertices[0].0, self.vertices[0].1)
+    }
+
+    /// Spread of the values (best to worst), the convergence measure.
+    pub fn spread(&self) -> f64 {
+        self.vertices.last().map_or(0.0, |w| w.1) - self.vertices[0].1
+    }
+
+    /// One Nelder–Mead iteration.
+    pub fn step(&mut self, bounds: &Bounds, f: &mut dyn FnMut(&[f64]) -> f64) {
+        let n = self.vertices.len() - 1;
+        let dim = self.vertices[0].0.len();
+        let centroid: Vec<f64> =
+            (0..dim).map(|j| self.vertices[..n].iter().map(|v| v.0[j]).sum::<f64>() / n as f64).collect();
+        let worst = self.vertices[n].clone();
+        let along = |t: f64| -> Vec<f64> {
+            bounds.clamp(&(0..dim).map(|j| centroid[j] + t * (worst.0[j] - centroid[j])).collect::<Vec<_>>())
+        };
+        let mut eval = |x: &[f64], evals: &mut u32| {
+            *evals += 1;
+            f(x)
+        };
+        let xr = along(-1.0);
+        let fr = eval(&xr, &mut self.evaluations);
+        if fr < self.vertices[0].1 {
+            let xe = along(-2.0);
+            let fe = eval(&xe, &mut self.evaluations);
+            self.vertices[n] = if fe < fr { (xe, fe) } else { (xr, fr) };
+        } else if fr < self.vertices[n - 1].1 {
+            self.vertices[n] = (xr, fr);
+        } else {
+            let (xc, fc) = if fr < worst.1 {
+                let x = along(-0.5);
+                let v = eval(&x, &mut self.evaluations);
+                (x, v)
+            } else {
+                let x = along(0.5);
+                let v = eval(&x, &mut self.evaluations);
+                (x, v)
+            };
+            if fc < worst.1.min(fr) {
+                self.vertices[n] = (xc, fc);
+            } else {
+                // Shrink towards the best vertex.
+                let best = self.vertices[0].0.clone();
+                for v in self.vertices.iter_mut().skip(1) {
+                    let x = bounds.clamp(&(0..dim).map(|j| best[j] + 0.5 * (v.0[j] - best[j])).collect::<Vec<_>>());
+                    self.evaluations += 1;
+                    *v = (x.clone(), f(&x));
+                }
+            }
+        }
+        sort(&mut self.vertices);
+        self.iterations += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rosenbrock(x: &[f64]) -> f64 {
+        (1.0 - x[0]).powi(2) + 100.0 * (x[1] - x[0] * x[0]).powi(2)
+    }
+
+    #[test]
+    fn finds_the_rosenbrock_minimum() {
+        let b = Bounds { lo: vec![-3.0, -3.0], hi: vec![3.0, 3.0] };
+        let mut f = |x: &[f64]| rosenbrock(x);
+        let mut s = Simplex::start(&[-1.2, 1.0], &[0.5, 0.5], &b, &mut f);
+        for _ in 0..400 {
+            s.step(&b, &mut f);
+        }
+        let (x, v) = s.best();
+        assert!(v < 1e-8, "{v}");
+        assert!((x[0] - 1.0).abs() < 1e-3 && (x[1] - 1.0).abs() < 1e-3, "{x:?}");
+    }
+
+    #[test]
+    fn respects_the_box_and_resumes_exactly() {
+        let b = Bounds { lo: vec![2.0, -1.0], hi: vec![5.0, 1.0] };
+        let mut f = |x: &[f64]| (x[0] - 0.0).powi(2) + x[1] * x[1];
+        let mut s = Simplex::start(&[4.0, 0.5], &[0.5, 0.5], &b, &mut f);
+        for _ in 0..10 {
+            s.step(&b, &mut f);
+        }
+        // A checkpoint taken now and resumed gives the same path as going on.
+        let saved: Simplex = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        let mut a = s.clone();
+        let mut c = saved;
+        for _ in 0..60 {
+            a.step(&b, &mut f);
+            c.step(&b, &mut f);
+        }
+        assert_eq!(a, c);
+        let (x, _) = a.best();
+        assert!((x[0] - 2.0).abs() < 1e-6 && x[1].abs() < 1e-3, "{x:?}");
+        assert!(a.vertices.iter().all(|v| v.0[0] >= 2.0 && v.0[0] <= 5.0));
+    }
+}

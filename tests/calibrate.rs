@@ -1,0 +1,101 @@
+//! `memlink calibrate`: a deterministic fit (same file, same profile bytes), resumable from its
+//! checkpoint, and MAPLE-Guard rows refused.
+
+mod common;
+
+use memlink::calibrate::Calibration;
+use std::path::PathBuf;
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("memlink-cal-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A small calibration written next to the bundled scenarios (so paths resolve), fitting one
+/// parameter on a reduced MMLU cell.
+fn small_calibration(dir: &std::path::Path, guards: &str, evals: u32) -> PathBuf {
+    let text = format!(
+        r#"(
+    name: "small",
+    profile: "qwen3.5-122b-a10b",
+    targets: "{targets}",
+    rows: (sources: ["table2"], guards: [{guards}]),
+    settings: {{ "mmlu_minja": "{scenario}" }},
+    parameters: [(workload: "mmlu", name: "memory_weight", lo: 0.5, hi: 2.5)],
+    seeds: [42],
+    tasks: Some(12),
+    max_evaluations: {evals},
+)"#,
+        targets = common::path("models/calibration-targets.csv").display(),
+        scenario = common::path("scenarios/paper/table2/mmlu-minja.ron").display(),
+    );
+    let p = dir.join("small.ron");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[test]
+fn a_fit_is_reproducible_and_resumable() {
+    let dir = scratch("repro");
+    let file = small_calibration(&dir, r#""No Defense""#, 14);
+    let cal = Calibration::load(&file).unwrap();
+    assert_eq!(cal.rows().len(), 2, "MDSR@3 and RDA@3 of Table 2's No Defense MMLU row");
+    let (a, b) = (dir.join("a"), dir.join("b"));
+    let fa = cal.fit(&a, false, &mut |_| {}).unwrap();
+    let fb = cal.fit(&b, false, &mut |_| {}).unwrap();
+    assert_eq!(fa, fb);
+    assert!(fa.objective.1 <= fa.objective.0 + 1e-12, "the fit never ends worse than it started");
+    let (pa, pb) = (dir.join("pa.ron"), dir.join("pb.ron"));
+    assert_eq!(cal.write_profile(&fa, &pa).unwrap(), cal.write_profile(&fb, &pb).unwrap());
+    // The written profile loads and carries the fitted value.
+    let loaded = memlink::agent::load_profile(&pa).unwrap();
+    assert_eq!(loaded.workload("mmlu").unwrap().memory_weight, fa.parameters[0].2);
+    // Interrupted after a few evaluations, then resumed: the same fit.
+    let short = Calibration::load(&small_calibration(&dir, r#""No Defense""#, 6)).unwrap();
+    let c = dir.join("c");
+    short.fit(&c, false, &mut |_| {}).unwrap();
+    std::fs::rename(c.join("small.state.json"), b.join("small.state.json")).unwrap();
+    let resumed = cal.fit(&b, true, &mut |_| {}).unwrap();
+    assert_eq!(resumed.parameters, fa.parameters);
+}
+
+#[test]
+fn maple_guard_rows_never_enter_a_fit() {
+    let dir = scratch("maple");
+    let file = small_calibration(&dir, r#""No Defense", "MAPLE-Guard""#, 4);
+    // The targets file has no MAPLE-Guard rows; a fabricated one must be refused all the same.
+    let targets = dir.join("t.csv");
+    let mut csv = std::fs::read_to_string(common::path("models/calibration-targets.csv")).unwrap();
+    csv.push_str("table2,qwen3.5-122b-a10b,mmlu_minja,MAPLE-Guard,\"mean(star,chain,tree)\",3,RDA@3,1.0,0.1\n");
+    std::fs::write(&targets, csv).unwrap();
+    let text = std::fs::read_to_string(&file).unwrap();
+    let text = text
+        .replace(&common::path("models/calibration-targets.csv").display().to_string(), &targets.display().to_string());
+    std::fs::write(&file, text).unwrap();
+    let err = Calibration::load(&file).err().expect("refused").to_string();
+    assert!(err.contains("MAPLE-Guard") && err.contains("small.ron"), "{err}");
+}
+
+#[test]
+fn the_bundled_calibration_loads() {
+    let cal = Calibration::load(&common::path("scenarios/calibration/qwen-table2-nodefense.ron")).unwrap();
+    assert_eq!(cal.rows().len(), 4);
+    assert!(cal.rows().iter().all(|r| r.2 == "No Defense"));
+}
+
+#[test]
+fn a_bad_calibration_file_is_a_positioned_error_with_exit_code_2() {
+    let dir = scratch("bad");
+    let file = small_calibration(&dir, r#""No Defense""#, 4);
+    let text = std::fs::read_to_string(&file).unwrap().replace(r#"name: "memory_weight""#, r#"name: "no_such_knob""#);
+    std::fs::write(&file, text).unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_memlink"))
+        .args(["calibrate", file.to_str().unwrap(), "--out", dir.join("o").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("small.ron:") && e.contains("no_such_knob"), "{e}");
+}
