@@ -99,3 +99,25 @@ fn a_bad_calibration_file_is_a_positioned_error_with_exit_code_2() {
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("small.ron:") && e.contains("no_such_knob"), "{e}");
 }
+
+#[test]
+fn attack_free_rows_run_without_the_attack_and_intervals_span_seeds() {
+    let dir = scratch("free");
+    let file = small_calibration(&dir, r#""No Defense""#, 2);
+    let text = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace(r#"sources: ["table2"]"#, r#"sources: ["table2", "table6_attack_free"]"#)
+        .replace("seeds: [42],", "seeds: [42], interval_seeds: [1, 2, 3, 4],")
+        .replace("tasks: Some(12)", "tasks: Some(30)");
+    std::fs::write(&file, text).unwrap();
+    let cal = Calibration::load(&file).unwrap();
+    assert_eq!(cal.rows().len(), 3);
+    let fit = cal.fit(&dir.join("o"), false, &mut |_| {}).unwrap();
+    let attacked = fit.rows.iter().find(|r| r.source == "table2" && r.metric == "MDSR@3").unwrap();
+    let free = fit.rows.iter().find(|r| r.source == "table6_attack_free").unwrap();
+    assert_eq!(free.topology, "random");
+    assert!(free.simulated > attacked.simulated + 10.0, "{} vs {}", free.simulated, attacked.simulated);
+    assert!(fit.rows.iter().any(|r| r.interval.1 > 0.0), "four seeds give a spread");
+    let report = memlink::calibrate::report(&cal, &fit);
+    assert!(report.contains("95% interval over seeds [1, 2, 3, 4]"));
+}

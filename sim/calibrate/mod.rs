@@ -87,6 +87,10 @@ pub struct CalibrationSpec {
     /// Smallest spread (percentage points) a target is weighted by.
     #[serde(default = "default_floor")]
     pub spread_floor: f64,
+    /// Seeds the report's 95% intervals are computed over at the fitted parameters (default:
+    /// the fitting seeds). Never part of the objective.
+    #[serde(default)]
+    pub interval_seeds: Vec<u64>,
 }
 
 fn default_seeds() -> Vec<u64> {
@@ -110,6 +114,8 @@ struct Row {
     topologies: Vec<Topology>,
     mdsr: bool,
     round: usize,
+    /// An attack-free row (Table 6): the setting's scenario runs with `attack: None`.
+    attack_free: bool,
 }
 
 /// One fitted row in the report.
@@ -129,8 +135,11 @@ pub struct RowFit {
     pub target: f64,
     /// Weight σ used (percentage points).
     pub sigma: f64,
-    /// Simulated percent at the fitted parameters.
+    /// Simulated percent at the fitted parameters (mean over the fitting seeds).
     pub simulated: f64,
+    /// Mean and 95% interval half-width over the interval seeds (normal approximation;
+    /// 0 with one seed).
+    pub interval: (f64, f64),
 }
 
 /// The outcome of a calibration.
@@ -243,7 +252,8 @@ impl Calibration {
                 Some(("RDA", k)) => (false, k.parse().unwrap_or(0)),
                 _ => return Err(invalid("metrics", format!("MDSR@k or RDA@k, not `{}` (line {})", t.metric, t.line))),
             };
-            rows.push(Row { setting: t.setting.clone(), topologies, mdsr, round, target: t });
+            let attack_free = t.source.contains("attack_free");
+            rows.push(Row { setting: t.setting.clone(), topologies, mdsr, round, attack_free, target: t });
         }
         if rows.is_empty() {
             return Err(invalid("rows", "a filter that selects at least one target row".into()));
@@ -287,16 +297,17 @@ impl Calibration {
         p
     }
 
-    /// Simulated percent of every row at parameters `x` (runs in parallel, results in a
-    /// fixed order).
-    fn simulate(&self, x: &[f64]) -> Vec<f64> {
+    /// Simulated percent of every row at parameters `x`, per seed of `seeds` (each the mean
+    /// over the row's topologies). Runs in parallel; results in a fixed order.
+    fn simulate_seeds(&self, x: &[f64], seeds: &[u64]) -> Vec<Vec<f64>> {
         let profile = self.profile_with(x);
-        // Each distinct (setting, method, topology, seed) run once.
-        let mut jobs: Vec<(String, String, Topology, u64)> = Vec::new();
+        // Each distinct (setting, method, attack-free, topology, seed) run once.
+        type Job = (String, String, bool, Topology, u64);
+        let mut jobs: Vec<Job> = Vec::new();
         for r in &self.rows {
             for t in &r.topologies {
-                for &seed in &self.spec.seeds {
-                    let j = (r.setting.clone(), r.target.guard.clone(), t.clone(), seed);
+                for &seed in seeds {
+                    let j = (r.setting.clone(), r.target.guard.clone(), r.attack_free, t.clone(), seed);
                     if !jobs.contains(&j) {
                         jobs.push(j);
                     }
@@ -305,10 +316,13 @@ impl Calibration {
         }
         let results: Vec<crate::metrics::ArmSummary> = jobs
             .par_iter()
-            .map(|(setting, guard, topo, seed)| {
+            .map(|(setting, guard, attack_free, topo, seed)| {
                 let ls = &self.scenarios[setting];
                 let mut s = ls.scenario.clone();
                 s.topology = topo.clone();
+                if *attack_free {
+                    s.attack = crate::attack::AttackConfig::None;
+                }
                 let arm = s.arms.iter().find(|a| &a.name == guard).expect("checked at load").clone();
                 crate::world::run_arm(&s, &profile, &arm, *seed, false).summary
             })
@@ -316,26 +330,37 @@ impl Calibration {
         self.rows
             .iter()
             .map(|r| {
-                let mut vals = Vec::new();
-                for t in &r.topologies {
-                    let per_seed: Vec<f64> = self
-                        .spec
-                        .seeds
-                        .iter()
-                        .map(|seed| {
-                            let i = jobs
-                                .iter()
-                                .position(|j| j.0 == r.setting && j.1 == r.target.guard && &j.2 == t && j.3 == *seed)
-                                .expect("job");
-                            let m = &results[i].rounds[r.round - 1];
-                            100.0 * if r.mdsr { m.mdsr_strict } else { m.rda }
-                        })
-                        .collect();
-                    vals.push(per_seed.iter().sum::<f64>() / per_seed.len() as f64);
-                }
-                vals.iter().sum::<f64>() / vals.len() as f64
+                seeds
+                    .iter()
+                    .map(|seed| {
+                        let per_topology: Vec<f64> = r
+                            .topologies
+                            .iter()
+                            .map(|t| {
+                                let i = jobs
+                                    .iter()
+                                    .position(|j| {
+                                        j.0 == r.setting
+                                            && j.1 == r.target.guard
+                                            && j.2 == r.attack_free
+                                            && &j.3 == t
+                                            && j.4 == *seed
+                                    })
+                                    .expect("job");
+                                let m = &results[i].rounds[r.round - 1];
+                                100.0 * if r.mdsr { m.mdsr_strict } else { m.rda }
+                            })
+                            .collect();
+                        per_topology.iter().sum::<f64>() / per_topology.len() as f64
+                    })
+                    .collect()
             })
             .collect()
+    }
+
+    /// Simulated percent of every row at `x`: the mean over the fitting seeds.
+    fn simulate(&self, x: &[f64]) -> Vec<f64> {
+        self.simulate_seeds(x, &self.spec.seeds).iter().map(|v| v.iter().sum::<f64>() / v.len() as f64).collect()
     }
 
     fn sigma(&self, r: &Row) -> f64 {
@@ -399,11 +424,14 @@ impl Calibration {
         write_atomic(&state, &serde_json::to_string_pretty(&simplex).expect("serializable"))?;
         let (best, value) = simplex.best();
         let sim = self.simulate(best);
+        let interval_seeds =
+            if self.spec.interval_seeds.is_empty() { &self.spec.seeds } else { &self.spec.interval_seeds };
+        let spread = self.simulate_seeds(best, interval_seeds);
         let rows = self
             .rows
             .iter()
-            .zip(&sim)
-            .map(|(r, s)| RowFit {
+            .zip(sim.iter().zip(&spread))
+            .map(|(r, (s, per_seed))| RowFit {
                 source: r.target.source.clone(),
                 setting: r.setting.clone(),
                 guard: r.target.guard.clone(),
@@ -412,6 +440,7 @@ impl Calibration {
                 target: r.target.percent,
                 sigma: self.sigma(r),
                 simulated: *s,
+                interval: mean_ci95(per_seed),
             })
             .collect();
         Ok(Fit {
@@ -463,6 +492,17 @@ impl Calibration {
     }
 }
 
+/// Mean and 95% half-width (normal approximation, sample sd) of `xs`.
+fn mean_ci95(xs: &[f64]) -> (f64, f64) {
+    let n = xs.len() as f64;
+    let m = xs.iter().sum::<f64>() / n;
+    if xs.len() < 2 {
+        return (m, 0.0);
+    }
+    let var = xs.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (n - 1.0);
+    (m, 1.96 * (var / n).sqrt())
+}
+
 fn set_tasks(ls: &mut LoadedScenario, n: u32) {
     use crate::workload::WorkloadConfig as W;
     match &mut ls.scenario.workload {
@@ -488,10 +528,13 @@ pub fn report(cal: &Calibration, fit: &Fit) -> String {
     for (name, a, b) in &fit.parameters {
         s.push_str(&format!("| {name} | {a:.4} | {b:.4} |\n"));
     }
-    s.push_str("\n| source | setting | method | topology | metric | target | σ | simulated | residual |\n|---|---|---|---|---|---|---|---|---|\n");
+    let seeds = if cal.spec.interval_seeds.is_empty() { &cal.spec.seeds } else { &cal.spec.interval_seeds };
+    s.push_str(&format!(
+        "\n| source | setting | method | topology | metric | target | σ | simulated (fit seeds) | residual | 95% interval over seeds {seeds:?} |\n|---|---|---|---|---|---|---|---|---|---|\n"
+    ));
     for r in &fit.rows {
         s.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:+.1} |\n",
+            "| {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:+.1} | {:.1} ± {:.1} |\n",
             r.source,
             r.setting,
             r.guard,
@@ -500,7 +543,9 @@ pub fn report(cal: &Calibration, fit: &Fit) -> String {
             r.target,
             r.sigma,
             r.simulated,
-            r.simulated - r.target
+            r.simulated - r.target,
+            r.interval.0,
+            r.interval.1
         ));
     }
     s
