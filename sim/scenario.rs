@@ -266,7 +266,7 @@ impl GuardSpec {
             GuardSpec::Guardian(c) => c.detector.check(),
             GuardSpec::Stack(gs) => {
                 if gs.is_empty() {
-                    return Err(("Stack".into(), "at least one guard".into()));
+                    return Err(("arms".into(), "a Stack of at least one guard".into()));
                 }
                 gs.iter().try_for_each(|g| g.validate())
             }
