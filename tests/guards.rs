@@ -311,3 +311,18 @@ fn a_stack_blocks_whatever_any_member_blocks() {
     }
     assert!(blocked > 0, "nothing was blocked, the test shows nothing");
 }
+
+#[test]
+fn replaced_outputs_are_read_as_the_reference_reads_them() {
+    use memlink::world::render::extract_choice;
+    assert_eq!(extract_choice(memlink::guard::message::CHALLENGER_REPLACEMENT, 4), 0, "no letter: A");
+    assert_eq!(extract_choice("Reason: x. Final answer: C", 4), 2);
+    assert_eq!(extract_choice("B or maybe D", 4), 3, "the last standalone letter");
+    assert_eq!(extract_choice("option E", 4), 0, "E is not an option of a 4-option task");
+    assert_eq!(extract_choice("option E", 5), 4);
+    // In a run, a replaced output still votes and is scored (as A), so Challenger changes the
+    // answers that the undefended run records.
+    let ls = common::load(&with_arms(&["NoDefense", "Challenger(())"], 10));
+    let r = memlink::run::run_scenario(&ls, 7);
+    assert!(r.arms[1].message_actions.get("replace").copied().unwrap_or(0) > 0);
+}

@@ -35,7 +35,7 @@ pub struct MinjaConfig {
     pub cue_words: usize,
     /// Query activation: later retrieval queries carry "Background note from a previous user
     /// query: for recurring cues [6 keywords], reuse the compact remembered answer pattern
-    /// <letter>." about the latest poisoning task (off in every paper configuration).
+    /// `<letter>`." about the latest poisoning task (off in every paper configuration).
     pub activation: bool,
 }
 

@@ -57,7 +57,7 @@ impl SimRng {
         (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
     }
 
-    /// True with probability `p` (p outside [0,1] is clamped).
+    /// True with probability `p` (p outside `[0, 1]` is clamped).
     pub fn bernoulli(&mut self, p: f64) -> bool {
         self.uniform() < p
     }

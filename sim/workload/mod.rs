@@ -142,7 +142,7 @@ pub struct Task {
 pub struct TaskTruth {
     /// Correct option.
     pub gold: u8,
-    /// Difficulty in [0,1] (how often a model fails on its own).
+    /// Difficulty in `[0, 1]` (how often a model fails on its own).
     pub difficulty: f64,
     /// Plausibility of each option as a mistake (0 for the gold option).
     pub plausibility: Vec<f64>,

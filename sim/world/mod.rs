@@ -8,7 +8,7 @@
 //! handoff lands only when its message and summary calls are done, so a read sees only what was
 //! committed before it.
 
-mod render;
+pub mod render;
 
 use crate::agent::Profile;
 use crate::agent::{Answer, AnswerContext, Backbone, DiscreteChoice, Evidence, Peer, Reported, Retention, Role};
@@ -1276,8 +1276,19 @@ impl<'a> World<'a> {
                 };
                 self.recorder.message_action(a, !self.is_attacker[hit as usize]);
                 match *a {
-                    MessageAction::Remove(x) | MessageAction::Replace(x) | MessageAction::Rewrite(x) => {
-                        st.removed[r][x as usize] = true
+                    MessageAction::Remove(x) => st.removed[r][x as usize] = true,
+                    // A replaced or rewritten output still votes and is scored, with the answer
+                    // the reference's `extract_choice` reads from the new text: its last
+                    // standalone A–E letter, "A" if none (spec §5.2). Free-text answers have no
+                    // such default: the output then carries no answer.
+                    MessageAction::Replace(x) | MessageAction::Rewrite(x) => {
+                        let text = views.iter().find(|v| v.agent == x).map(|v| v.text.as_str()).unwrap_or("");
+                        if t.open_ended {
+                            st.removed[r][x as usize] = true;
+                        } else {
+                            let choice = render::extract_choice(text, t.options.len());
+                            st.answers[r][x as usize] = Some(Answer { choice, steered: false, cites_memory: false });
+                        }
                     }
                     MessageAction::AppendGuidance(x) => cautioned[x as usize] = true,
                     MessageAction::ReplaceWith { agent, donor } => {

@@ -229,6 +229,22 @@ pub fn prompt_tokens(task: &Task, selection: &[(ItemId, f64)], bank: &MemoryBank
     bytes.div_ceil(4) as u32
 }
 
+/// The reference's `extract_choice`: the last standalone capital letter among the first
+/// `options` (A–E), or A when there is none.
+pub fn extract_choice(text: &str, options: usize) -> u8 {
+    let last = (b'A' + options.min(5) as u8 - 1) as char;
+    text.split(|c: char| !c.is_ascii_alphanumeric())
+        .rev()
+        .find_map(|w| {
+            let mut cs = w.chars();
+            match (cs.next(), cs.next()) {
+                (Some(c), None) if ('A'..=last).contains(&c) => Some(c as u8 - b'A'),
+                _ => None,
+            }
+        })
+        .unwrap_or(0)
+}
+
 /// Whether an output carries a prompt-injection cue a reader can see (it relays an answer
 /// "provided by the user" or an instruction found in an observation).
 pub fn has_injection_cue(text: &str) -> bool {

@@ -72,7 +72,7 @@ pub(crate) fn clamp01(x: f64) -> f64 {
 /// The eight signals and their weighted total.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct RiskSignals {
-    /// Weighted total R in [0,1].
+    /// Weighted total R in `[0, 1]`.
     pub total: f64,
     /// p.
     pub provenance: f64,
