@@ -284,12 +284,27 @@ fn dispatch(cmd: Cmd) -> Result<()> {
                     s.iterations, s.evaluations
                 );
             })?;
-            let target = profile_out.unwrap_or_else(|| cal.profile_path().to_path_buf());
-            cal.write_profile(&fit, &target)?;
+            let mut wrote = Vec::new();
+            if cal.spec().parameters.iter().any(|p| p.guard.is_none()) {
+                let target = profile_out.unwrap_or_else(|| cal.profile_path().to_path_buf());
+                cal.write_profile(&fit, &target)?;
+                wrote.push(target.display().to_string());
+            }
+            let guards = cal.fitted_guards(&fit);
+            if !guards.is_empty() {
+                let g = dir.join(format!("{name}.guards.ron"));
+                memlink::run::write_atomic(
+                    &g,
+                    &format!("// Fitted arms of `{name}`, to paste into scenarios.\n{guards}"),
+                )?;
+                wrote.push(g.display().to_string());
+            }
             let report = memlink::calibrate::report(&cal, &fit);
-            memlink::run::write_atomic(&dir.join(format!("{name}.md")), &report)?;
+            let r = dir.join(format!("{name}.md"));
+            memlink::run::write_atomic(&r, &report)?;
+            wrote.push(r.display().to_string());
             print!("{report}");
-            println!("\nwrote {} and {}/{name}.md", target.display(), dir.display());
+            println!("\nwrote {}", wrote.join(", "));
             Ok(())
         }
         Cmd::Report { results, round, csv } => {

@@ -121,3 +121,27 @@ fn attack_free_rows_run_without_the_attack_and_intervals_span_seeds() {
     let report = memlink::calibrate::report(&cal, &fit);
     assert!(report.contains("95% interval over seeds [1, 2, 3, 4]"));
 }
+
+#[test]
+fn a_baseline_detector_is_fitted_with_the_profile_fixed_and_maple_never() {
+    let dir = scratch("guard");
+    let file = small_calibration(&dir, r#""Challenger""#, 8);
+    let text = std::fs::read_to_string(&file).unwrap().replace(
+        r#"parameters: [(workload: "mmlu", name: "memory_weight", lo: 0.5, hi: 2.5)],"#,
+        r#"parameters: [(guard: Some("Challenger"), name: "detector.bias", lo: -5.0, hi: 1.0)],"#,
+    );
+    std::fs::write(&file, &text).unwrap();
+    let cal = Calibration::load(&file).unwrap();
+    let fit = cal.fit(&dir.join("o"), false, &mut |_| {}).unwrap();
+    assert_eq!(fit.parameters[0].0, "Challenger: detector.bias");
+    assert_eq!(fit.parameters[0].1, -2.0, "starts from the arm's configuration");
+    let arms = cal.fitted_guards(&fit);
+    assert!(arms.starts_with("(name: \"Challenger\", guard: Challenger("), "{arms}");
+    // MAPLE-Guard's constants are refused.
+    let maple = text
+        .replace(r#"guard: Some("Challenger")"#, r#"guard: Some("MAPLE-Guard")"#)
+        .replace("detector.bias", "weights.provenance");
+    std::fs::write(&file, maple).unwrap();
+    let err = Calibration::load(&file).err().expect("refused").to_string();
+    assert!(err.contains("MAPLE-Guard") && err.contains("never fitted"), "{err}");
+}

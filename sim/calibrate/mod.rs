@@ -15,7 +15,7 @@ pub use targets::{Target, read_targets};
 use crate::agent::{Profile, WorkloadParams};
 use crate::error::{Error, Pos, Result, locate_field, parse_ron, read_file};
 use crate::run::write_atomic;
-use crate::scenario::{LoadedScenario, load, resolve_profile};
+use crate::scenario::{GuardSpec, LoadedScenario, load, resolve_profile};
 use crate::topology::Topology;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -40,13 +40,21 @@ impl Default for RowFilter {
     }
 }
 
-/// One fitted parameter: a field of the profile's parameters for one workload.
+/// One fitted parameter: a field of the profile's parameters for one workload, or (with
+/// `guard`) a number in the configuration of the scenarios' arm of that name — a baseline's
+/// detector, fitted with the profile held fixed. MAPLE-Guard's constants are the paper's and
+/// are refused.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FitParameter {
-    /// Workload key in the profile ("mmlu").
+    /// Workload key in the profile ("mmlu"); unused for guard parameters.
+    #[serde(default)]
     pub workload: String,
-    /// Field of `WorkloadParams` ("memory_weight").
+    /// Arm whose guard configuration holds the parameter ("Challenger").
+    #[serde(default)]
+    pub guard: Option<String>,
+    /// Field of `WorkloadParams` ("memory_weight"), or a dotted path in the guard's
+    /// configuration ("detector.bias").
     pub name: String,
     /// Lower bound.
     pub lo: f64,
@@ -191,6 +199,38 @@ fn get_param(p: &WorkloadParams, name: &str) -> Option<f64> {
     serde_json::to_value(p).ok()?.get(name)?.as_f64()
 }
 
+/// The configuration object of a guard spec (the payload of its variant), as JSON.
+fn guard_config(spec: &GuardSpec) -> Option<serde_json::Value> {
+    let j = serde_json::to_value(spec).ok()?;
+    j.as_object()?.values().next().cloned()
+}
+
+fn get_guard_param(spec: &GuardSpec, path: &str) -> Option<f64> {
+    let mut v = &guard_config(spec)?;
+    for key in path.split('.') {
+        v = v.get(key)?;
+    }
+    v.as_f64()
+}
+
+fn set_guard_param(spec: &GuardSpec, path: &str, x: f64) -> Option<GuardSpec> {
+    let mut j = serde_json::to_value(spec).ok()?;
+    let mut v = j.as_object_mut()?.values_mut().next()?;
+    for key in path.split('.') {
+        v = v.get_mut(key)?;
+    }
+    *v = serde_json::json!(x);
+    serde_json::from_value(j).ok()
+}
+
+fn is_maple(spec: &GuardSpec) -> bool {
+    match spec {
+        GuardSpec::Maple(_) => true,
+        GuardSpec::Stack(gs) => gs.iter().any(is_maple),
+        _ => false,
+    }
+}
+
 impl Calibration {
     /// Loads a calibration file, its targets, profile and scenarios, and checks that no
     /// MAPLE-Guard row is selected.
@@ -209,13 +249,15 @@ impl Calibration {
         if spec.parameters.is_empty() {
             return Err(invalid("parameters", "at least one parameter to fit".into()));
         }
-        for p in &spec.parameters {
+        for p in spec.parameters.iter().filter(|p| p.guard.is_none()) {
             let w = profile
                 .workload(&p.workload)
                 .ok_or_else(|| invalid("workload", format!("a workload of profile `{}`", profile.name)))?;
             if get_param(w, &p.name).is_none() {
                 return Err(invalid("name", format!("a parameter of the `{}` workload, not `{}`", p.workload, p.name)));
             }
+        }
+        for p in &spec.parameters {
             if !(p.lo.is_finite() && p.hi.is_finite() && p.lo.partial_cmp(&p.hi) == Some(std::cmp::Ordering::Less)) {
                 return Err(invalid("lo", format!("lo < hi for `{}`", p.name)));
             }
@@ -264,6 +306,24 @@ impl Calibration {
             if let Some(n) = spec.tasks {
                 set_tasks(&mut ls, n);
             }
+            for p in &spec.parameters {
+                let Some(arm) = &p.guard else { continue };
+                let Some(a) = ls.scenario.arms.iter().find(|a| &a.name == arm) else { continue };
+                if is_maple(&a.guard) {
+                    return Err(invalid(
+                        "guard",
+                        format!(
+                            "a baseline's arm: `{arm}` runs MAPLE-Guard, whose constants are the paper's and never fitted"
+                        ),
+                    ));
+                }
+                if get_guard_param(&a.guard, &p.name).is_none() {
+                    return Err(invalid(
+                        "name",
+                        format!("a number in the configuration of arm `{arm}`, not `{}`", p.name),
+                    ));
+                }
+            }
             for r in rows.iter().filter(|r| &r.setting == name) {
                 if !ls.scenario.arms.iter().any(|a| a.name == r.target.guard) {
                     return Err(invalid(
@@ -290,11 +350,60 @@ impl Calibration {
 
     fn profile_with(&self, x: &[f64]) -> Profile {
         let mut p = self.profile.clone();
-        for (param, v) in self.spec.parameters.iter().zip(x) {
+        for (param, v) in self.spec.parameters.iter().zip(x).filter(|(p, _)| p.guard.is_none()) {
             let w = p.workloads.get_mut(&param.workload).expect("checked at load");
             set_param(w, &param.name, *v).expect("checked at load");
         }
         p
+    }
+
+    /// `arm` with the guard parameters of `x` that belong to it applied.
+    fn arm_with(&self, arm: &crate::scenario::Arm, x: &[f64]) -> crate::scenario::Arm {
+        let mut a = arm.clone();
+        for (param, v) in self.spec.parameters.iter().zip(x) {
+            if param.guard.as_deref() == Some(arm.name.as_str()) {
+                a.guard = set_guard_param(&a.guard, &param.name, *v).expect("checked at load");
+            }
+        }
+        a
+    }
+
+    /// The start value of every parameter (the profile's, or the first scenario arm's).
+    fn start(&self) -> Vec<f64> {
+        self.spec
+            .parameters
+            .iter()
+            .map(|p| match &p.guard {
+                None => get_param(self.profile.workload(&p.workload).expect("checked"), &p.name).expect("checked"),
+                Some(arm) => self
+                    .scenarios
+                    .values()
+                    .flat_map(|ls| ls.scenario.arms.iter())
+                    .find(|a| &a.name == arm)
+                    .and_then(|a| get_guard_param(&a.guard, &p.name))
+                    .unwrap_or((p.lo + p.hi) / 2.0),
+            })
+            .collect()
+    }
+
+    /// The fitted guard configurations, per arm, as RON (for pasting into scenarios).
+    pub fn fitted_guards(&self, fit: &Fit) -> String {
+        let x: Vec<f64> = fit.parameters.iter().map(|p| p.2).collect();
+        let mut out = String::new();
+        let mut done: Vec<&str> = Vec::new();
+        for p in &self.spec.parameters {
+            let Some(arm) = &p.guard else { continue };
+            if done.contains(&arm.as_str()) {
+                continue;
+            }
+            done.push(arm);
+            if let Some(a) = self.scenarios.values().flat_map(|ls| ls.scenario.arms.iter()).find(|a| &a.name == arm) {
+                let fitted = self.arm_with(a, &x);
+                let ron = ron::ser::to_string(&fitted.guard).expect("serializable");
+                out.push_str(&format!("(name: {:?}, guard: {ron}),\n", fitted.name));
+            }
+        }
+        out
     }
 
     /// Simulated percent of every row at parameters `x`, per seed of `seeds` (each the mean
@@ -323,7 +432,7 @@ impl Calibration {
                 if *attack_free {
                     s.attack = crate::attack::AttackConfig::None;
                 }
-                let arm = s.arms.iter().find(|a| &a.name == guard).expect("checked at load").clone();
+                let arm = self.arm_with(s.arms.iter().find(|a| &a.name == guard).expect("checked at load"), x);
                 crate::world::run_arm(&s, &profile, &arm, *seed, false).summary
             })
             .collect();
@@ -387,12 +496,7 @@ impl Calibration {
             lo: self.spec.parameters.iter().map(|p| p.lo).collect(),
             hi: self.spec.parameters.iter().map(|p| p.hi).collect(),
         };
-        let x0: Vec<f64> = self
-            .spec
-            .parameters
-            .iter()
-            .map(|p| get_param(self.profile.workload(&p.workload).expect("checked"), &p.name).expect("checked"))
-            .collect();
+        let x0 = self.start();
         let step: Vec<f64> = self.spec.parameters.iter().map(|p| 0.1 * (p.hi - p.lo)).collect();
         let mut f = |x: &[f64]| self.objective(x);
         let state = self.state_path(out);
@@ -449,7 +553,10 @@ impl Calibration {
                 .parameters
                 .iter()
                 .zip(x0.iter().zip(best))
-                .map(|(p, (a, b))| (format!("{}.{}", p.workload, p.name), *a, *b))
+                .map(|(p, (a, b))| match &p.guard {
+                    None => (format!("{}.{}", p.workload, p.name), *a, *b),
+                    Some(arm) => (format!("{arm}: {}", p.name), *a, *b),
+                })
                 .collect(),
             objective: (start_objective, value),
             iterations: simplex.iterations,
