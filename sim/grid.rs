@@ -388,3 +388,53 @@ pub fn csv(rows: &[TableRow], k: usize) -> String {
     }
     s
 }
+
+/// The table next to the published numbers (`targets`, Table 2 rows of the same backbone,
+/// setting and method at round `k`): simulated, published ± its topology spread, and the
+/// residual. MAPLE-Guard's rows are marked as predictions. The last lines count the cells
+/// within issue 4's tolerances (No Defense: 3 points or the reported spread if larger;
+/// baselines: 5 points).
+pub fn versus_paper(rows: &[TableRow], targets: &[crate::calibrate::Target], k: usize) -> String {
+    let find = |r: &TableRow, metric: &str| {
+        targets.iter().find(|t| {
+            t.source == "table2"
+                && t.backbone == r.backbone
+                && t.setting == r.setting
+                && t.guard == r.arm
+                && t.topology == "mean(star,chain,tree)"
+                && t.metric == format!("{metric}@{k}")
+        })
+    };
+    let mut s = format!(
+        "| backbone | setting | method | MDSR@{k} sim | paper | Δ | RDA@{k} sim | paper | Δ | role |\n|---|---|---|---|---|---|---|---|---|---|\n"
+    );
+    let (mut nd, mut nd_ok, mut base, mut base_ok) = (0, 0, 0, 0);
+    for r in rows {
+        let maple = r.arm.to_lowercase().contains("maple");
+        let cells = [(r.mdsr.0, find(r, "MDSR")), (r.rda.0, find(r, "RDA"))];
+        let mut line = format!("| {} | {} | {} |", r.backbone, r.setting, r.arm);
+        for (sim, t) in cells {
+            match t {
+                Some(t) => {
+                    let d = sim - t.percent;
+                    let spread = t.topology_std.unwrap_or(0.0);
+                    line.push_str(&format!(" {sim:.1} | {:.1} ± {spread:.1} | {d:+.1} |", t.percent));
+                    if !maple && r.arm == "No Defense" {
+                        nd += 1;
+                        nd_ok += usize::from(d.abs() <= 3.0f64.max(spread));
+                    } else if !maple {
+                        base += 1;
+                        base_ok += usize::from(d.abs() <= 5.0);
+                    }
+                }
+                None => line.push_str(&format!(" {sim:.1} | – | – |")),
+            }
+        }
+        line.push_str(if maple { " prediction (never fitted) |\n" } else { " stand-in / detector parameters |\n" });
+        s.push_str(&line);
+    }
+    s.push_str(&format!(
+        "\nNo Defense cells within 3 points (or the reported spread): {nd_ok} of {nd}. Baseline cells within 5 points: {base_ok} of {base}.\n"
+    ));
+    s
+}

@@ -123,6 +123,9 @@ enum Cmd {
         /// Print CSV instead of markdown.
         #[arg(long)]
         csv: bool,
+        /// Set the table beside published numbers from this targets CSV (Table 2 rows).
+        #[arg(long)]
+        targets: Option<PathBuf>,
     },
     /// Run a scenario twice and in 1- and 2-thread pools; name the first divergent event if any.
     CheckDeterminism {
@@ -307,13 +310,16 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             println!("\nwrote {}", wrote.join(", "));
             Ok(())
         }
-        Cmd::Report { results, round, csv } => {
+        Cmd::Report { results, round, csv, targets } => {
             let records = memlink::grid::read_records(&results)?;
             if round == 0 || records.iter().any(|r| r.mdsr.len() < round) {
                 return Err(invalid("round", "a round that every result has (1-based)"));
             }
             let rows = memlink::grid::table(&records, round);
-            if csv {
+            if let Some(t) = targets {
+                let targets = memlink::calibrate::read_targets(&t)?;
+                print!("{}", memlink::grid::versus_paper(&rows, &targets, round));
+            } else if csv {
                 print!("{}", memlink::grid::csv(&rows, round));
             } else {
                 print!("{}", memlink::grid::markdown(&rows, round));

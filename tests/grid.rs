@@ -105,3 +105,42 @@ fn a_corrupted_results_file_is_a_positioned_error() {
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("bad-grid.ron:1:") && e.contains("agent ids below 8"), "{e}");
 }
+
+#[test]
+fn the_report_sets_the_table_beside_published_numbers() {
+    use memlink::calibrate::Target;
+    use memlink::grid::{TableRow, versus_paper};
+    let row = |arm: &str, m: f64, d: f64| TableRow {
+        backbone: "b".into(),
+        setting: "s".into(),
+        arm: arm.into(),
+        per_topology: Vec::new(),
+        mdsr: (m, 0.0),
+        rda: (d, 0.0),
+    };
+    let t = |guard: &str, metric: &str, percent: f64, sd: Option<f64>| Target {
+        line: 2,
+        source: "table2".into(),
+        backbone: "b".into(),
+        setting: "s".into(),
+        guard: guard.into(),
+        topology: "mean(star,chain,tree)".into(),
+        round: 3,
+        metric: metric.into(),
+        percent,
+        topology_std: sd,
+    };
+    let rows = [row("No Defense", 46.0, 60.0), row("PIGuard", 40.0, 10.0), row("MAPLE-Guard", 65.0, 1.0)];
+    let targets = [
+        t("No Defense", "MDSR@3", 46.7, Some(1.1)),
+        t("No Defense", "RDA@3", 51.4, Some(9.0)),
+        t("PIGuard", "MDSR@3", 72.2, None),
+        t("PIGuard", "RDA@3", 12.0, None),
+    ];
+    let md = versus_paper(&rows, &targets, 3);
+    assert!(md.contains("| b | s | No Defense | 46.0 | 46.7 ± 1.1 | -0.7 |"), "{md}");
+    assert!(md.contains("prediction (never fitted)"));
+    // RDA is 8.6 off but within the reported spread of 9.0; PIGuard's MDSR is 32 off.
+    assert!(md.contains("No Defense cells within 3 points (or the reported spread): 2 of 2."), "{md}");
+    assert!(md.contains("Baseline cells within 5 points: 1 of 2."), "{md}");
+}
