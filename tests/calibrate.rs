@@ -83,6 +83,8 @@ fn the_bundled_calibration_loads() {
     let cal = Calibration::load(&common::path("scenarios/calibration/qwen-table2-nodefense.ron")).unwrap();
     assert_eq!(cal.rows().len(), 4);
     assert!(cal.rows().iter().all(|r| r.2 == "No Defense"));
+    let all = Calibration::load(&common::path("scenarios/calibration/qwen-all-nodefense.ron")).unwrap();
+    assert_eq!(all.rows().len(), 5 * 2 + 5, "Table 2 MDSR@3 and RDA@3, and Table 6, for five settings");
 }
 
 #[test]
