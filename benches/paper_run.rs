@@ -1,7 +1,8 @@
-//! One full 200-task, 8-agent, 3-round paper run (MMLU / MINJA) per topology and arm.
-//! Throughput is reported in agent-decisions (tasks × agents × rounds = 4,800 per run).
+//! One full paper run per topology and arm: MMLU / MINJA (200 tasks, 8 agents, 3 rounds) on
+//! the three topologies (`paper_run`), and the wheel cell of every other setting
+//! (`paper_settings`). Throughput is reported in agent-decisions (tasks × agents × rounds).
 //!
-//! Run: `cargo bench --bench paper_run`
+//! Run: `cargo bench --bench paper_run` (one group: `cargo bench --bench paper_run -- paper_settings`)
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use memlink::scenario::load;
@@ -32,5 +33,24 @@ fn paper_runs(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, paper_runs);
+fn paper_settings(c: &mut Criterion) {
+    let mut group = c.benchmark_group("paper_settings");
+    group.sample_size(10);
+    for setting in ["longmemeval-memorygraft", "appworld-agentpoison", "csqa-promptinject", "injectagent-toolattack"] {
+        let path = format!("{}/scenarios/paper/{setting}-wheel.ron", env!("CARGO_MANIFEST_DIR"));
+        let ls = load(Path::new(&path)).expect("bundled scenario loads");
+        let s = &ls.scenario;
+        let decisions = u64::from(s.agents) * u64::from(s.protocol.rounds) * u64::from(s.workload.tasks());
+        group.throughput(Throughput::Elements(decisions));
+        for arm in &s.arms {
+            let id = format!("{setting}/{}", arm.name.replace(' ', "_"));
+            group.bench_function(id, |b| {
+                b.iter(|| black_box(run_arm(s, &ls.profile, arm, s.seed, false).summary.trace_hash))
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, paper_runs, paper_settings);
 criterion_main!(benches);
