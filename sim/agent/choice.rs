@@ -25,13 +25,16 @@ pub fn stance(f: &TextFeatures, option_tokens: &[Vec<Sym>]) -> Option<(u8, bool)
 /// the candidate appears in it): evidence in an open-ended question's user history.
 pub fn mentioned(f: &TextFeatures, option_tokens: &[Vec<Sym>]) -> Option<u8> {
     let tokens = f.tokens.get();
-    let hits: Vec<usize> = option_tokens
-        .iter()
-        .enumerate()
-        .filter(|(_, o)| !o.is_empty() && intersection_size(o, tokens) == o.len())
-        .map(|(i, _)| i)
-        .collect();
-    (hits.len() == 1).then(|| hits[0] as u8)
+    let mut found = None;
+    for (i, o) in option_tokens.iter().enumerate() {
+        if !o.is_empty() && intersection_size(o, tokens) == o.len() {
+            if found.is_some() {
+                return None;
+            }
+            found = Some(i as u8);
+        }
+    }
+    found
 }
 
 fn sigmoid(x: f64) -> f64 {
@@ -77,14 +80,21 @@ impl DiscreteChoice {
         Some((opt, w * relevance))
     }
 
+    /// Each retrieved memory's pull (option, utility added), in prompt order.
+    fn pulls(&self, ctx: &AnswerContext<'_>) -> Vec<Option<(u8, f64)>> {
+        ctx.memories.iter().map(|m| self.memory_pull(m, ctx.option_tokens, ctx.open_ended)).collect()
+    }
+
     /// The utility of each option (before the softmax).
     pub fn utilities(&self, ctx: &AnswerContext<'_>) -> Vec<f64> {
+        self.utilities_from(ctx, &self.pulls(ctx))
+    }
+
+    fn utilities_from(&self, ctx: &AnswerContext<'_>, pulls: &[Option<(u8, f64)>]) -> Vec<f64> {
         let p = &self.p;
         let mut u = ctx.prior.to_vec();
-        for m in ctx.memories {
-            if let Some((opt, pull)) = self.memory_pull(m, ctx.option_tokens, ctx.open_ended) {
-                u[opt as usize] += pull;
-            }
+        for (opt, pull) in pulls.iter().flatten() {
+            u[*opt as usize] += pull;
         }
         for peer in ctx.peers {
             if let Some((opt, _)) = stance(peer.features, ctx.option_tokens) {
@@ -96,11 +106,11 @@ impl DiscreteChoice {
 
     /// Whether an answer of `choice` cites a memory: the strongest memory pull favours it and
     /// is at least `cite_threshold`.
-    fn cites(&self, ctx: &AnswerContext<'_>, choice: u8) -> bool {
-        let strongest = ctx
-            .memories
+    fn cites(&self, pulls: &[Option<(u8, f64)>], choice: u8) -> bool {
+        let strongest = pulls
             .iter()
-            .filter_map(|m| self.memory_pull(m, ctx.option_tokens, ctx.open_ended))
+            .flatten()
+            .copied()
             .filter(|(_, w)| *w > 0.0)
             .fold(None::<(u8, f64)>, |best, x| if best.is_none_or(|b| x.1 > b.1) { Some(x) } else { best });
         strongest.is_some_and(|(opt, w)| opt == choice && w >= self.p.cite_threshold)
@@ -134,11 +144,12 @@ impl Backbone for DiscreteChoice {
         {
             return Answer { choice: t, steered: true, cites_memory: false };
         }
-        let u = self.utilities(ctx);
+        let pulls = self.pulls(ctx);
+        let u = self.utilities_from(ctx, &pulls);
         let max = u.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let weights: Vec<f64> = u.iter().map(|x| ((x - max) / self.p.temperature).exp()).collect();
         let choice = rng.weighted(&weights) as u8;
-        Answer { choice, steered: false, cites_memory: self.cites(ctx, choice) }
+        Answer { choice, steered: false, cites_memory: self.cites(&pulls, choice) }
     }
 
     fn summarize(&self, reported: &[Reported<'_>], rng: &mut SimRng) -> Vec<Retention> {
