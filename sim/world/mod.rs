@@ -1056,12 +1056,20 @@ impl<'a> World<'a> {
     /// A store's candidates under the same-task scope (LongMemEval, spec §5.5): only items
     /// written for the current task, the `backend_k` most similar by intent, and the `top_k`
     /// best of those by the backend's hybrid score.
-    fn scoped_candidates(&mut self, shared: bool, agent: u32) -> (Candidates, Rc<[usize]>) {
+    fn scoped_candidates(&mut self, slot: usize, shared: bool, agent: u32) -> (Candidates, Rc<[usize]>) {
         let proto = &self.scn.protocol;
         let (k, bk) = (proto.top_k, proto.backend_k());
         let topo = self.scn.memory_topology;
         let want = if shared { crate::memory::StoreKind::Shared } else { crate::memory::StoreKind::Private(agent) };
         let st = self.cur.as_ref().expect("task");
+        // Within a task the query and every Q are fixed, so the candidates hold until the task
+        // gains an item; the shared store's then serve every agent (unless visibility depends
+        // on the reader).
+        let reader_dependent = shared && topo == MemoryTopology::RoleIsolated;
+        let cache = &st.store_cache[slot];
+        if !reader_dependent && cache.items == st.task_items.len() {
+            return (cache.cands.clone(), cache.best.clone());
+        }
         let mut cands: Vec<(f64, ItemId)> = Vec::new();
         for &id in &st.task_items {
             let item = self.bank.get(id);
@@ -1077,7 +1085,13 @@ impl<'a> World<'a> {
         top_k(&mut ranked, bk, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         let cands: Vec<(f64, ItemId)> = ranked.into_iter().map(|(s, _, id)| (s, id)).collect();
         let best = hybrid_top_k(&cands, &self.bank, k);
-        (cands.into(), best)
+        let cands: Candidates = cands.into();
+        let st = self.cur.as_mut().expect("task");
+        let cache = &mut st.store_cache[slot];
+        cache.items = if reader_dependent { usize::MAX } else { st.task_items.len() };
+        cache.cands = cands.clone();
+        cache.best = best.clone();
+        (cands, best)
     }
 
     /// Two-stage retrieval (spec §3.3): per-store candidates and the backend's hybrid selection,
@@ -1099,7 +1113,7 @@ impl<'a> World<'a> {
             }
             let slot = if shared { self.scn.agents as usize } else { agent as usize };
             let (cands, best) = if proto.same_task_scope {
-                self.scoped_candidates(shared, agent)
+                self.scoped_candidates(slot, shared, agent)
             } else {
                 self.store_candidates(slot, shared, agent)
             };
