@@ -147,3 +147,33 @@ fn a_baseline_detector_is_fitted_with_the_profile_fixed_and_maple_never() {
     let err = Calibration::load(&file).err().expect("refused").to_string();
     assert!(err.contains("MAPLE-Guard") && err.contains("never fitted"), "{err}");
 }
+
+#[test]
+fn a_target_averages_over_the_settings_attacker_sets() {
+    let dir = scratch("sets");
+    let base = std::fs::read_to_string(small_calibration(&dir, r#""No Defense""#, 2)).unwrap();
+    let with = |sets: &str, name: &str| {
+        let p = dir.join(name);
+        std::fs::write(
+            &p,
+            base.replace("seeds: [42],", &format!("seeds: [42], attacker_sets: {{ \"mmlu_minja\": {sets} }},")),
+        )
+        .unwrap();
+        Calibration::load(&p).unwrap()
+    };
+    let both = with("[[0, 1, 2], [3, 4, 5]]", "both.ron");
+    let first = with("[[0, 1, 2]]", "first.ron");
+    let second = with("[[3, 4, 5]]", "second.ron");
+    let x = [1.15];
+    let (b, f, s) = (both.simulated(&x), first.simulated(&x), second.simulated(&x));
+    for i in 0..b.len() {
+        assert!((b[i] - (f[i] + s[i]) / 2.0).abs() < 1e-9, "row {i}: {} vs {} and {}", b[i], f[i], s[i]);
+    }
+    assert_ne!(f, s, "different attackers give different runs");
+    // An impossible set is a positioned error.
+    let p = dir.join("bad.ron");
+    std::fs::write(&p, base.replace("seeds: [42],", "seeds: [42], attacker_sets: { \"mmlu_minja\": [[0, 1, 9]] },"))
+        .unwrap();
+    let e = Calibration::load(&p).err().expect("refused").to_string();
+    assert!(e.contains("bad.ron") && e.contains("attacker_sets"), "{e}");
+}

@@ -99,6 +99,10 @@ pub struct CalibrationSpec {
     /// the fitting seeds). Never part of the objective.
     #[serde(default)]
     pub interval_seeds: Vec<u64>,
+    /// Per setting, the attacker sets a target averages over (Table 2 averages the 15 fixed
+    /// triples of spec §10); a setting without an entry keeps its scenario's attackers.
+    #[serde(default)]
+    pub attacker_sets: BTreeMap<String, Vec<Vec<u32>>>,
 }
 
 fn default_seeds() -> Vec<u64> {
@@ -300,6 +304,14 @@ impl Calibration {
         if rows.is_empty() {
             return Err(invalid("rows", "a filter that selects at least one target row".into()));
         }
+        for (name, sets) in &spec.attacker_sets {
+            if !spec.settings.contains_key(name) {
+                return Err(invalid("attacker_sets", format!("a setting of `settings`, not `{name}`")));
+            }
+            if sets.is_empty() {
+                return Err(invalid("attacker_sets", format!("at least one attacker set for `{name}`")));
+            }
+        }
         let mut scenarios = BTreeMap::new();
         for (name, rel) in &spec.settings {
             let mut ls = load(&dir.join(rel))?;
@@ -323,6 +335,11 @@ impl Calibration {
                         format!("a number in the configuration of arm `{arm}`, not `{}`", p.name),
                     ));
                 }
+            }
+            for ids in spec.attacker_sets.get(name).into_iter().flatten() {
+                let mut s = ls.scenario.clone();
+                s.attackers = crate::scenario::Attackers::Ids(ids.clone());
+                s.check().map_err(|(_, e)| invalid("attacker_sets", e))?;
             }
             for r in rows.iter().filter(|r| &r.setting == name) {
                 if !ls.scenario.arms.iter().any(|a| a.name == r.target.guard) {
@@ -410,25 +427,31 @@ impl Calibration {
     /// over the row's topologies). Runs in parallel; results in a fixed order.
     fn simulate_seeds(&self, x: &[f64], seeds: &[u64]) -> Vec<Vec<f64>> {
         let profile = self.profile_with(x);
-        // Each distinct (setting, method, attack-free, topology, seed) run once.
-        type Job = (String, String, bool, Topology, u64);
+        // Each distinct (setting, method, attack-free, topology, seed, attacker set) run once.
+        type Job = (String, String, bool, Topology, u64, usize);
+        let sets_of = |setting: &str| self.spec.attacker_sets.get(setting).map_or(1, |v| v.len().max(1));
         let mut jobs: Vec<Job> = Vec::new();
         for r in &self.rows {
             for t in &r.topologies {
                 for &seed in seeds {
-                    let j = (r.setting.clone(), r.target.guard.clone(), r.attack_free, t.clone(), seed);
-                    if !jobs.contains(&j) {
-                        jobs.push(j);
+                    for set in 0..sets_of(&r.setting) {
+                        let j = (r.setting.clone(), r.target.guard.clone(), r.attack_free, t.clone(), seed, set);
+                        if !jobs.contains(&j) {
+                            jobs.push(j);
+                        }
                     }
                 }
             }
         }
         let results: Vec<crate::metrics::ArmSummary> = jobs
             .par_iter()
-            .map(|(setting, guard, attack_free, topo, seed)| {
+            .map(|(setting, guard, attack_free, topo, seed, set)| {
                 let ls = &self.scenarios[setting];
                 let mut s = ls.scenario.clone();
                 s.topology = topo.clone();
+                if let Some(ids) = self.spec.attacker_sets.get(setting).and_then(|v| v.get(*set)) {
+                    s.attackers = crate::scenario::Attackers::Ids(ids.clone());
+                }
                 if *attack_free {
                     s.attack = crate::attack::AttackConfig::None;
                 }
@@ -446,18 +469,23 @@ impl Calibration {
                             .topologies
                             .iter()
                             .map(|t| {
-                                let i = jobs
+                                // The mean over the setting's attacker sets.
+                                let per_set: Vec<f64> = jobs
                                     .iter()
-                                    .position(|j| {
+                                    .zip(&results)
+                                    .filter(|(j, _)| {
                                         j.0 == r.setting
                                             && j.1 == r.target.guard
                                             && j.2 == r.attack_free
                                             && &j.3 == t
                                             && j.4 == *seed
                                     })
-                                    .expect("job");
-                                let m = &results[i].rounds[r.round - 1];
-                                100.0 * if r.mdsr { m.mdsr_strict } else { m.rda }
+                                    .map(|(_, res)| {
+                                        let m = &res.rounds[r.round - 1];
+                                        100.0 * if r.mdsr { m.mdsr_strict } else { m.rda }
+                                    })
+                                    .collect();
+                                per_set.iter().sum::<f64>() / per_set.len() as f64
                             })
                             .collect();
                         per_topology.iter().sum::<f64>() / per_topology.len() as f64
@@ -465,6 +493,11 @@ impl Calibration {
                     .collect()
             })
             .collect()
+    }
+
+    /// Simulated percent of every row (in [`Calibration::rows`] order) at parameters `x`.
+    pub fn simulated(&self, x: &[f64]) -> Vec<f64> {
+        self.simulate(x)
     }
 
     /// Simulated percent of every row at `x`: the mean over the fitting seeds.
