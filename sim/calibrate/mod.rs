@@ -552,7 +552,10 @@ impl Calibration {
             }
             _ => Simplex::start(&x0, &step, &bounds, &mut f),
         };
-        let start_objective = self.objective(&x0);
+        // A fresh simplex already evaluated the start point; a resumed one may not hold it.
+        let start = bounds.clamp(&x0);
+        let start_objective =
+            simplex.vertices.iter().find(|v| v.0 == start).map_or_else(|| self.objective(&start), |v| v.1);
         while simplex.evaluations < self.spec.max_evaluations && simplex.spread() > self.spec.tolerance {
             simplex.step(&bounds, &mut f);
             write_atomic(&state, &serde_json::to_string_pretty(&simplex).expect("serializable"))?;
@@ -560,10 +563,15 @@ impl Calibration {
         }
         write_atomic(&state, &serde_json::to_string_pretty(&simplex).expect("serializable"))?;
         let (best, value) = simplex.best();
-        let sim = self.simulate(best);
         let interval_seeds =
             if self.spec.interval_seeds.is_empty() { &self.spec.seeds } else { &self.spec.interval_seeds };
         let spread = self.simulate_seeds(best, interval_seeds);
+        // Without separate interval seeds the fit's own runs give both numbers.
+        let sim = if interval_seeds == &self.spec.seeds {
+            spread.iter().map(|v| v.iter().sum::<f64>() / v.len() as f64).collect()
+        } else {
+            self.simulate(best)
+        };
         let rows = self
             .rows
             .iter()

@@ -25,7 +25,8 @@ pub struct Bounds {
 }
 
 impl Bounds {
-    fn clamp(&self, x: &[f64]) -> Vec<f64> {
+    /// `x` moved into the box.
+    pub fn clamp(&self, x: &[f64]) -> Vec<f64> {
         x.iter().enumerate().map(|(i, v)| v.clamp(self.lo[i], self.hi[i])).collect()
     }
 }
