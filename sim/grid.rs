@@ -98,7 +98,8 @@ pub struct GridRecord {
     pub guard: String,
     /// MDSR@k (strict) per round.
     pub mdsr: Vec<f64>,
-    /// RDA@k per round.
+    /// The tables' RDA@k column per round (`RoundMetrics::table_rda`: retrieval damage, or
+    /// 1 − accuracy in the INFA harness).
     pub rda: Vec<f64>,
     /// Exposure ASR@k per round.
     pub asr: Vec<f64>,
@@ -119,7 +120,7 @@ impl GridRecord {
             arm: a.arm.clone(),
             guard: a.guard.clone(),
             mdsr: a.rounds.iter().map(|x| x.mdsr_strict).collect(),
-            rda: a.rounds.iter().map(|x| x.rda).collect(),
+            rda: a.rounds.iter().map(|x| x.table_rda).collect(),
             asr: a.rounds.iter().map(|x| x.asr_exposure).collect(),
             trace_hash: a.trace_hash.clone(),
         }

@@ -112,6 +112,9 @@ enum Cmd {
         /// Continue from the checkpoint in the output folder instead of starting afresh.
         #[arg(long)]
         resume: bool,
+        /// Also write the fit report here (e.g. reports/calibration-qwen.md).
+        #[arg(long)]
+        report: Option<PathBuf>,
     },
     /// Render the table of a grid's results (markdown; `--csv` for CSV).
     Report {
@@ -275,16 +278,23 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             println!("\nwrote {}/results.jsonl, table.md and table.csv", dir.display());
             Ok(())
         }
-        Cmd::Calibrate { calibration, out, profile_out, resume } => {
+        Cmd::Calibrate { calibration, out, profile_out, resume, report: report_out } => {
             let cal = memlink::calibrate::Calibration::load(&calibration)?;
             let name = cal.spec().name.clone();
             let dir = out.unwrap_or_else(|| PathBuf::from("runs").join(format!("calibrate-{name}")));
-            eprintln!("{name}: fitting {} parameters to {} target rows", cal.spec().parameters.len(), cal.rows().len());
-            let fit = cal.fit(&dir, resume, &mut |s| {
+            eprintln!(
+                "{name}: fitting {} parameters to {} target rows ({} more rows checked, not fitted)",
+                cal.spec().parameters.len(),
+                cal.rows().len(),
+                cal.checks().len()
+            );
+            let fit = cal.fit(&dir, resume, &mut |c, s| {
                 let (x, v) = s.best();
                 eprintln!(
-                    "  iteration {:>3} · {:>4} evaluations · objective {v:.4} · {x:.4?}",
-                    s.iterations, s.evaluations
+                    "  search {} · iteration {:>3} · {:>4} evaluations · objective {v:.4} · {x:.4?}",
+                    c + 1,
+                    s.iterations,
+                    s.evaluations
                 );
             })?;
             let mut wrote = Vec::new();
@@ -306,6 +316,10 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             let r = dir.join(format!("{name}.md"));
             memlink::run::write_atomic(&r, &report)?;
             wrote.push(r.display().to_string());
+            if let Some(r) = report_out {
+                memlink::run::write_atomic(&r, &report)?;
+                wrote.push(r.display().to_string());
+            }
             print!("{report}");
             println!("\nwrote {}", wrote.join(", "));
             Ok(())

@@ -43,8 +43,8 @@ fn a_fit_is_reproducible_and_resumable() {
     let cal = Calibration::load(&file).unwrap();
     assert_eq!(cal.rows().len(), 2, "MDSR@3 and RDA@3 of Table 2's No Defense MMLU row");
     let (a, b) = (dir.join("a"), dir.join("b"));
-    let fa = cal.fit(&a, false, &mut |_| {}).unwrap();
-    let fb = cal.fit(&b, false, &mut |_| {}).unwrap();
+    let fa = cal.fit(&a, false, &mut |_, _| {}).unwrap();
+    let fb = cal.fit(&b, false, &mut |_, _| {}).unwrap();
     assert_eq!(fa, fb);
     assert!(fa.objective.1 <= fa.objective.0 + 1e-12, "the fit never ends worse than it started");
     let (pa, pb) = (dir.join("pa.ron"), dir.join("pb.ron"));
@@ -55,9 +55,9 @@ fn a_fit_is_reproducible_and_resumable() {
     // Interrupted after a few evaluations, then resumed: the same fit.
     let short = Calibration::load(&small_calibration(&dir, r#""No Defense""#, 6)).unwrap();
     let c = dir.join("c");
-    short.fit(&c, false, &mut |_| {}).unwrap();
+    short.fit(&c, false, &mut |_, _| {}).unwrap();
     std::fs::rename(c.join("small.state.json"), b.join("small.state.json")).unwrap();
-    let resumed = cal.fit(&b, true, &mut |_| {}).unwrap();
+    let resumed = cal.fit(&b, true, &mut |_, _| {}).unwrap();
     assert_eq!(resumed.parameters, fa.parameters);
 }
 
@@ -83,8 +83,12 @@ fn the_bundled_calibration_loads() {
     let cal = Calibration::load(&common::path("scenarios/calibration/qwen-table2-nodefense.ron")).unwrap();
     assert_eq!(cal.rows().len(), 4);
     assert!(cal.rows().iter().all(|r| r.2 == "No Defense"));
-    let all = Calibration::load(&common::path("scenarios/calibration/qwen-all-nodefense.ron")).unwrap();
-    assert_eq!(all.rows().len(), 5 * 2 + 5, "Table 2 MDSR@3 and RDA@3, and Table 6, for five settings");
+    for backbone in ["qwen", "gemma"] {
+        let all = Calibration::load(&common::path(&format!("scenarios/calibration/{backbone}.ron"))).unwrap();
+        assert_eq!(all.rows().len(), 5 * 2 + 5, "Table 2 MDSR@3 and RDA@3, and Table 6, for five settings");
+        assert_eq!(all.checks().len(), 4 * 6, "Tables 11-14: MDSR and RDA at rounds 1-3");
+        assert!(all.rows().iter().chain(&all.checks()).all(|r| r.2 == "No Defense"));
+    }
 }
 
 #[test]
@@ -114,7 +118,7 @@ fn attack_free_rows_run_without_the_attack_and_intervals_span_seeds() {
     std::fs::write(&file, text).unwrap();
     let cal = Calibration::load(&file).unwrap();
     assert_eq!(cal.rows().len(), 3);
-    let fit = cal.fit(&dir.join("o"), false, &mut |_| {}).unwrap();
+    let fit = cal.fit(&dir.join("o"), false, &mut |_, _| {}).unwrap();
     let attacked = fit.rows.iter().find(|r| r.source == "table2" && r.metric == "MDSR@3").unwrap();
     let free = fit.rows.iter().find(|r| r.source == "table6_attack_free").unwrap();
     assert_eq!(free.topology, "random");
@@ -134,7 +138,7 @@ fn a_baseline_detector_is_fitted_with_the_profile_fixed_and_maple_never() {
     );
     std::fs::write(&file, &text).unwrap();
     let cal = Calibration::load(&file).unwrap();
-    let fit = cal.fit(&dir.join("o"), false, &mut |_| {}).unwrap();
+    let fit = cal.fit(&dir.join("o"), false, &mut |_, _| {}).unwrap();
     assert_eq!(fit.parameters[0].0, "Challenger: detector.bias");
     assert_eq!(fit.parameters[0].1, -2.0, "starts from the arm's configuration");
     let arms = cal.fitted_guards(&fit);
@@ -176,4 +180,94 @@ fn a_target_averages_over_the_settings_attacker_sets() {
         .unwrap();
     let e = Calibration::load(&p).err().expect("refused").to_string();
     assert!(e.contains("bad.ron") && e.contains("attacker_sets"), "{e}");
+}
+
+#[test]
+fn parameters_of_different_workloads_are_searched_separately_and_checks_never_enter_the_objective() {
+    let dir = scratch("split");
+    let text = format!(
+        r#"(
+    name: "split",
+    profile: "qwen3.5-122b-a10b",
+    targets: "{targets}",
+    rows: (sources: ["table2"], guards: ["No Defense"]),
+    checks: Some((sources: ["table6_attack_free"], guards: ["No Defense"])),
+    settings: {{ "mmlu_minja": "{mmlu}", "csqa_promptinject": "{csqa}" }},
+    parameters: [
+        (workload: "mmlu", name: "memory_weight", lo: 0.5, hi: 2.5),
+        (workload: "csqa", name: "peer_weight", lo: 0.0, hi: 3.0, start: Some(1.0)),
+        (workload: "mmlu", name: "skill", lo: 0.0, hi: 4.0),
+    ],
+    seeds: [42],
+    tasks: Some(12),
+    max_evaluations: 6,
+)"#,
+        targets = common::path("models/calibration-targets.csv").display(),
+        mmlu = common::path("scenarios/paper/table2/mmlu-minja.ron").display(),
+        csqa = common::path("scenarios/paper/table2/csqa-promptinject.ron").display(),
+    );
+    let file = dir.join("split.ron");
+    std::fs::write(&file, &text).unwrap();
+    let cal = Calibration::load(&file).unwrap();
+    assert_eq!(cal.rows().len(), 4, "Table 2 MDSR@3 and RDA@3 of two settings");
+    assert_eq!(cal.checks().len(), 2, "their attack-free rows, checked only");
+    let fit = cal.fit(&dir.join("o"), false, &mut |_, _| {}).unwrap();
+    assert_eq!(
+        fit.components,
+        vec![vec!["mmlu.memory_weight".to_string(), "mmlu.skill".into()], vec!["csqa.peer_weight".to_string()]]
+    );
+    assert_eq!(fit.parameters[1].1, 1.0, "an explicit start");
+    assert_eq!(fit.rows.iter().filter(|r| r.fitted).count(), 4);
+    assert!(fit.rows.iter().filter(|r| !r.fitted).all(|r| r.source == "table6_attack_free"));
+    // The objective is the same with or without the checks.
+    let plain = dir.join("plain.ron");
+    std::fs::write(
+        &plain,
+        text.replace("checks: Some((sources: [\"table6_attack_free\"], guards: [\"No Defense\"])),", ""),
+    )
+    .unwrap();
+    let x = [1.2, 1.0, 2.0];
+    assert_eq!(Calibration::load(&plain).unwrap().objective(&x), cal.objective(&x));
+    // Each search on its own finds what the split fit found: the CSQA search never sees MMLU.
+    let csqa_only = dir.join("csqa.ron");
+    std::fs::write(
+        &csqa_only,
+        text.replace("\"mmlu_minja\": \"", "\"unused\": \"")
+            .replace("(workload: \"mmlu\", name: \"memory_weight\", lo: 0.5, hi: 2.5),", "")
+            .replace("(workload: \"mmlu\", name: \"skill\", lo: 0.0, hi: 4.0),", "")
+            .replace("checks: Some((sources: [\"table6_attack_free\"], guards: [\"No Defense\"])),", ""),
+    )
+    .unwrap();
+    let alone = Calibration::load(&csqa_only).unwrap().fit(&dir.join("o2"), false, &mut |_, _| {}).unwrap();
+    assert_eq!(alone.parameters[0].2, fit.parameters[1].2);
+    let report = memlink::calibrate::report(&cal, &fit);
+    assert!(report.contains("no (check)") && report.contains("Independent searches"), "{report}");
+}
+
+#[test]
+fn round_level_directions_compare_round_one_with_round_three() {
+    use memlink::calibrate::{RowFit, round_directions};
+    let row = |metric: &str, target: f64, simulated: f64| RowFit {
+        source: "table11".into(),
+        setting: "mmlu_minja".into(),
+        guard: "No Defense".into(),
+        topology: "random".into(),
+        metric: metric.into(),
+        target,
+        sigma: 3.0,
+        simulated,
+        interval: (simulated, 0.0),
+        fitted: false,
+    };
+    let rows = vec![
+        row("RDA@1", 8.6, 10.0),
+        row("RDA@2", 8.3, 11.0),
+        row("RDA@3", 9.7, 12.0),
+        row("MDSR@1", 86.2, 80.0),
+        row("MDSR@3", 82.7, 81.0),
+    ];
+    let d = round_directions(&rows);
+    assert_eq!(d.len(), 2);
+    assert!(d[0].metric == "RDA" && d[0].same(), "both rise");
+    assert!(d[1].metric == "MDSR" && !d[1].same(), "published falls, simulated rises");
 }

@@ -276,3 +276,20 @@ fn an_arm_can_override_the_feedback_policy() {
     // Under feedback none the team reputation never moves.
     assert_eq!(r.arms[1].final_reputation, 0.5);
 }
+
+/// The tables' RDA column: retrieval damage in the stream harnesses, and the INFA harness's
+/// `ASR_by_turn = 1 − accuracy` (spec §7.4) for CSQA and InjecAgent.
+#[test]
+fn the_table_rda_is_one_minus_accuracy_only_in_the_infa_harness() {
+    let csqa = run_scenario(&common::bundled("scenarios/paper/csqa-promptinject-wheel.ron"), 42);
+    let mut differs = false;
+    for r in csqa.arms.iter().flat_map(|a| &a.rounds) {
+        assert!((r.table_rda - (1.0 - r.accuracy)).abs() < 1e-12, "{r:?}");
+        differs |= (r.table_rda - r.rda).abs() > 1e-9;
+    }
+    assert!(differs, "unexposed wrong answers count in the INFA column");
+    let mmlu = run_scenario(&common::load(&common::small("", 6)), 5);
+    for r in mmlu.arms.iter().flat_map(|a| &a.rounds) {
+        assert_eq!(r.table_rda, r.rda);
+    }
+}

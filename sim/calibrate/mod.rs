@@ -60,6 +60,9 @@ pub struct FitParameter {
     pub lo: f64,
     /// Upper bound.
     pub hi: f64,
+    /// Where the search starts (default: the profile's or the arm's current value).
+    #[serde(default)]
+    pub start: Option<f64>,
 }
 
 /// A calibration file.
@@ -75,6 +78,11 @@ pub struct CalibrationSpec {
     /// Which rows to fit (only rows of this profile's backbone and of a listed setting).
     #[serde(default)]
     pub rows: RowFilter,
+    /// Further rows evaluated at the fitted parameters and reported, never fitted (e.g. the
+    /// round-level rows, whose direction from round 1 to round 3 the report checks). Unlike
+    /// `rows`, these may include MAPLE-Guard's: they are predictions.
+    #[serde(default)]
+    pub checks: Option<RowFilter>,
     /// Setting name → scenario file (relative to the calibration file); its arms must include
     /// every selected method by name.
     pub settings: BTreeMap<String, PathBuf>,
@@ -128,6 +136,8 @@ struct Row {
     round: usize,
     /// An attack-free row (Table 6): the setting's scenario runs with `attack: None`.
     attack_free: bool,
+    /// Part of the objective (else a check, only reported).
+    fitted: bool,
 }
 
 /// One fitted row in the report.
@@ -152,6 +162,8 @@ pub struct RowFit {
     /// Mean and 95% interval half-width over the interval seeds (normal approximation;
     /// 0 with one seed).
     pub interval: (f64, f64),
+    /// Whether the row was in the objective (else a check).
+    pub fitted: bool,
 }
 
 /// The outcome of a calibration.
@@ -165,8 +177,10 @@ pub struct Fit {
     pub iterations: u32,
     /// Evaluations.
     pub evaluations: u32,
-    /// Every fitted row at the fitted parameters.
+    /// Every fitted row, then every check row, at the fitted parameters.
     pub rows: Vec<RowFit>,
+    /// The independent searches the fit split into: each one's parameter names.
+    pub components: Vec<Vec<String>>,
 }
 
 /// A loaded calibration: spec, profile, resolved rows and scenarios.
@@ -270,18 +284,20 @@ impl Calibration {
             return Err(invalid("seeds", "at least one seed".into()));
         }
         let targets = read_targets(&dir.join(&spec.targets))?;
-        let f = &spec.rows;
-        let mut rows = Vec::new();
-        for t in targets {
-            let picked = t.backbone == profile.name
+        let selects = |f: &RowFilter, t: &Target| {
+            t.backbone == profile.name
                 && spec.settings.contains_key(&t.setting)
                 && (f.sources.is_empty() || f.sources.contains(&t.source))
                 && (f.guards.is_empty() || f.guards.contains(&t.guard))
-                && (f.metrics.is_empty() || f.metrics.contains(&t.metric));
-            if !picked {
+                && (f.metrics.is_empty() || f.metrics.contains(&t.metric))
+        };
+        let mut rows = Vec::new();
+        for t in targets {
+            let fitted = selects(&spec.rows, &t);
+            if !fitted && !spec.checks.as_ref().is_some_and(|c| selects(c, &t)) {
                 continue;
             }
-            if t.guard.to_lowercase().contains("maple") {
+            if fitted && t.guard.to_lowercase().contains("maple") {
                 return Err(invalid(
                     "guards",
                     format!(
@@ -299,9 +315,9 @@ impl Calibration {
                 _ => return Err(invalid("metrics", format!("MDSR@k or RDA@k, not `{}` (line {})", t.metric, t.line))),
             };
             let attack_free = t.source.contains("attack_free");
-            rows.push(Row { setting: t.setting.clone(), topologies, mdsr, round, attack_free, target: t });
+            rows.push(Row { setting: t.setting.clone(), topologies, mdsr, round, attack_free, fitted, target: t });
         }
-        if rows.is_empty() {
+        if !rows.iter().any(|r| r.fitted) {
             return Err(invalid("rows", "a filter that selects at least one target row".into()));
         }
         for (name, sets) in &spec.attacker_sets {
@@ -361,8 +377,81 @@ impl Calibration {
     pub fn rows(&self) -> Vec<(usize, String, String, String)> {
         self.rows
             .iter()
+            .filter(|r| r.fitted)
             .map(|r| (r.target.line, r.setting.clone(), r.target.guard.clone(), r.target.metric.clone()))
             .collect()
+    }
+
+    /// The check rows (reported, never fitted), as (line, setting, guard, metric).
+    pub fn checks(&self) -> Vec<(usize, String, String, String)> {
+        self.rows
+            .iter()
+            .filter(|r| !r.fitted)
+            .map(|r| (r.target.line, r.setting.clone(), r.target.guard.clone(), r.target.metric.clone()))
+            .collect()
+    }
+
+    /// What a parameter acts on: a profile workload's runs, or one arm's.
+    fn param_key(p: &FitParameter) -> String {
+        match &p.guard {
+            Some(arm) => format!("arm:{arm}"),
+            None => format!("workload:{}", p.workload),
+        }
+    }
+
+    /// Whether row `r`'s runs depend on parameter `p`: a profile parameter of the workload its
+    /// setting runs, or a parameter of the arm it measures.
+    fn depends(&self, r: &Row, p: &FitParameter) -> bool {
+        match &p.guard {
+            Some(arm) => &r.target.guard == arm,
+            None => self.scenarios[&r.setting].scenario.workload.class() == p.workload,
+        }
+    }
+
+    /// The independent searches: parameters linked when one fitted row depends on both (a
+    /// union-find over parameters), each with its fitted rows, in order of first parameter.
+    /// Parameters of different workloads (or of different arms) never interact, so one search
+    /// per group finds the same optimum as a joint one with far fewer evaluations.
+    fn components(&self) -> Vec<(Vec<usize>, Vec<usize>)> {
+        let params = &self.spec.parameters;
+        let mut parent: Vec<usize> = (0..params.len()).collect();
+        fn root(parent: &mut [usize], mut i: usize) -> usize {
+            while parent[i] != i {
+                parent[i] = parent[parent[i]];
+                i = parent[i];
+            }
+            i
+        }
+        // Parameters on the same key always share rows' runs.
+        for i in 0..params.len() {
+            for j in 0..i {
+                if Self::param_key(&params[i]) == Self::param_key(&params[j]) {
+                    let (a, b) = (root(&mut parent, i), root(&mut parent, j));
+                    parent[a.max(b)] = a.min(b);
+                }
+            }
+        }
+        for r in self.rows.iter().filter(|r| r.fitted) {
+            let on: Vec<usize> = (0..params.len()).filter(|&i| self.depends(r, &params[i])).collect();
+            for w in on.windows(2) {
+                let (a, b) = (root(&mut parent, w[0]), root(&mut parent, w[1]));
+                parent[a.max(b)] = a.min(b);
+            }
+        }
+        let mut comps: Vec<(Vec<usize>, Vec<usize>)> = Vec::new();
+        for i in 0..params.len() {
+            let r = root(&mut parent, i);
+            match comps.iter_mut().find(|c| root(&mut parent, c.0[0]) == r) {
+                Some(c) => c.0.push(i),
+                None => comps.push((vec![i], Vec::new())),
+            }
+        }
+        for (k, r) in self.rows.iter().enumerate().filter(|(_, r)| r.fitted) {
+            if let Some(c) = comps.iter_mut().find(|c| c.0.iter().any(|&i| self.depends(r, &params[i]))) {
+                c.1.push(k);
+            }
+        }
+        comps
     }
 
     fn profile_with(&self, x: &[f64]) -> Profile {
@@ -391,7 +480,9 @@ impl Calibration {
             .parameters
             .iter()
             .map(|p| match &p.guard {
+                None if p.start.is_some() => p.start.expect("just checked"),
                 None => get_param(self.profile.workload(&p.workload).expect("checked"), &p.name).expect("checked"),
+                Some(_) if p.start.is_some() => p.start.expect("just checked"),
                 Some(arm) => self
                     .scenarios
                     .values()
@@ -423,15 +514,16 @@ impl Calibration {
         out
     }
 
-    /// Simulated percent of every row at parameters `x`, per seed of `seeds` (each the mean
-    /// over the row's topologies). Runs in parallel; results in a fixed order.
-    fn simulate_seeds(&self, x: &[f64], seeds: &[u64]) -> Vec<Vec<f64>> {
+    /// Simulated percent of the rows `which` (indices into the rows) at parameters `x`, per
+    /// seed of `seeds` (each the mean over the row's topologies). Runs in parallel; results in
+    /// a fixed order.
+    fn simulate_seeds(&self, x: &[f64], seeds: &[u64], which: &[usize]) -> Vec<Vec<f64>> {
         let profile = self.profile_with(x);
         // Each distinct (setting, method, attack-free, topology, seed, attacker set) run once.
         type Job = (String, String, bool, Topology, u64, usize);
         let sets_of = |setting: &str| self.spec.attacker_sets.get(setting).map_or(1, |v| v.len().max(1));
         let mut jobs: Vec<Job> = Vec::new();
-        for r in &self.rows {
+        for r in which.iter().map(|&k| &self.rows[k]) {
             for t in &r.topologies {
                 for &seed in seeds {
                     for set in 0..sets_of(&r.setting) {
@@ -459,8 +551,9 @@ impl Calibration {
                 crate::world::run_arm(&s, &profile, &arm, *seed, false).summary
             })
             .collect();
-        self.rows
+        which
             .iter()
+            .map(|&k| &self.rows[k])
             .map(|r| {
                 seeds
                     .iter()
@@ -482,7 +575,7 @@ impl Calibration {
                                     })
                                     .map(|(_, res)| {
                                         let m = &res.rounds[r.round - 1];
-                                        100.0 * if r.mdsr { m.mdsr_strict } else { m.rda }
+                                        100.0 * if r.mdsr { m.mdsr_strict } else { m.table_rda }
                                     })
                                     .collect();
                                 per_set.iter().sum::<f64>() / per_set.len() as f64
@@ -495,25 +588,39 @@ impl Calibration {
             .collect()
     }
 
-    /// Simulated percent of every row (in [`Calibration::rows`] order) at parameters `x`.
-    pub fn simulated(&self, x: &[f64]) -> Vec<f64> {
-        self.simulate(x)
+    fn fitted_rows(&self) -> Vec<usize> {
+        (0..self.rows.len()).filter(|&k| self.rows[k].fitted).collect()
     }
 
-    /// Simulated percent of every row at `x`: the mean over the fitting seeds.
-    fn simulate(&self, x: &[f64]) -> Vec<f64> {
-        self.simulate_seeds(x, &self.spec.seeds).iter().map(|v| v.iter().sum::<f64>() / v.len() as f64).collect()
+    /// Simulated percent of every fitted row (in [`Calibration::rows`] order) at parameters `x`.
+    pub fn simulated(&self, x: &[f64]) -> Vec<f64> {
+        self.simulate(x, &self.fitted_rows())
+    }
+
+    /// Simulated percent of rows `which` at `x`: the mean over the fitting seeds.
+    fn simulate(&self, x: &[f64], which: &[usize]) -> Vec<f64> {
+        self.simulate_seeds(x, &self.spec.seeds, which).iter().map(|v| v.iter().sum::<f64>() / v.len() as f64).collect()
     }
 
     fn sigma(&self, r: &Row) -> f64 {
         r.target.topology_std.unwrap_or(0.0).max(self.spec.spread_floor)
     }
 
-    /// The objective: mean squared spread-weighted residual over the rows.
+    /// The objective: mean squared spread-weighted residual over the fitted rows.
     pub fn objective(&self, x: &[f64]) -> f64 {
-        let sim = self.simulate(x);
-        let n = self.rows.len() as f64;
-        self.rows.iter().zip(&sim).map(|(r, s)| ((s - r.target.percent) / self.sigma(r)).powi(2)).sum::<f64>() / n
+        self.objective_on(x, &self.fitted_rows())
+    }
+
+    /// The objective over rows `which` only.
+    fn objective_on(&self, x: &[f64], which: &[usize]) -> f64 {
+        let sim = self.simulate(x, which);
+        let n = which.len() as f64;
+        which
+            .iter()
+            .zip(&sim)
+            .map(|(&k, s)| ((s - self.rows[k].target.percent) / self.sigma(&self.rows[k])).powi(2))
+            .sum::<f64>()
+            / n
     }
 
     fn state_path(&self, out: &Path) -> PathBuf {
@@ -521,58 +628,86 @@ impl Calibration {
     }
 
     /// Runs the fit, writing a checkpoint after every iteration into `out`; with `resume` a
-    /// checkpoint of the same calibration continues where it stopped. `progress` sees each
-    /// iteration.
-    pub fn fit(&self, out: &Path, resume: bool, progress: &mut dyn FnMut(&Simplex)) -> Result<Fit> {
+    /// checkpoint of the same calibration continues where it stopped. The parameters split
+    /// into independent searches ([`Fit::components`]), run one after another, each up to
+    /// `max_evaluations`. `progress` sees each iteration with its search's index.
+    pub fn fit(&self, out: &Path, resume: bool, progress: &mut dyn FnMut(usize, &Simplex)) -> Result<Fit> {
         std::fs::create_dir_all(out).map_err(|source| Error::Io { path: out.to_path_buf(), source })?;
-        let bounds = Bounds {
-            lo: self.spec.parameters.iter().map(|p| p.lo).collect(),
-            hi: self.spec.parameters.iter().map(|p| p.hi).collect(),
-        };
-        let x0 = self.start();
-        let step: Vec<f64> = self.spec.parameters.iter().map(|p| 0.1 * (p.hi - p.lo)).collect();
-        let mut f = |x: &[f64]| self.objective(x);
+        let params = &self.spec.parameters;
+        let bounds = Bounds { lo: params.iter().map(|p| p.lo).collect(), hi: params.iter().map(|p| p.hi).collect() };
+        let x0 = bounds.clamp(&self.start());
+        let comps = self.components();
         let state = self.state_path(out);
-        let mut simplex = match (resume, state.exists()) {
-            (true, true) => {
-                let text = read_file(&state)?;
-                let s: Simplex = serde_json::from_str(&text).map_err(|e| Error::Parse {
-                    path: state.clone(),
-                    pos: Pos { line: e.line(), col: e.column() },
-                    message: format!("expected a calibration checkpoint: {e}"),
-                })?;
-                if s.vertices.first().is_none_or(|v| v.0.len() != x0.len()) {
-                    return Err(Error::Parse {
-                        path: state.clone(),
-                        pos: Pos { line: 1, col: 1 },
-                        message: "a checkpoint of this calibration's parameters".into(),
-                    });
-                }
-                s
+        let bad_state = |message: String| Error::Parse { path: state.clone(), pos: Pos { line: 1, col: 1 }, message };
+        let mut done: Vec<Simplex> = if resume && state.exists() {
+            let text = read_file(&state)?;
+            let s: Vec<Simplex> = serde_json::from_str(&text).map_err(|e| Error::Parse {
+                path: state.clone(),
+                pos: Pos { line: e.line(), col: e.column() },
+                message: format!("expected a calibration checkpoint: {e}"),
+            })?;
+            let fits = s.len() <= comps.len()
+                && s.iter().zip(&comps).all(|(x, c)| x.vertices.first().is_some_and(|v| v.0.len() == c.0.len()));
+            if !fits {
+                return Err(bad_state("a checkpoint of this calibration's parameters".into()));
             }
-            _ => Simplex::start(&x0, &step, &bounds, &mut f),
+            s
+        } else {
+            Vec::new()
         };
-        // A fresh simplex already evaluated the start point; a resumed one may not hold it.
-        let start = bounds.clamp(&x0);
-        let start_objective =
-            simplex.vertices.iter().find(|v| v.0 == start).map_or_else(|| self.objective(&start), |v| v.1);
-        while simplex.evaluations < self.spec.max_evaluations && simplex.spread() > self.spec.tolerance {
-            simplex.step(&bounds, &mut f);
-            write_atomic(&state, &serde_json::to_string_pretty(&simplex).expect("serializable"))?;
-            progress(&simplex);
+        let mut x = x0.clone();
+        let (mut start_total, mut end_total) = (0.0, 0.0);
+        let n_fitted = self.fitted_rows().len() as f64;
+        for (ci, (pi, rows)) in comps.iter().enumerate() {
+            let sub_bounds = Bounds {
+                lo: pi.iter().map(|&i| bounds.lo[i]).collect(),
+                hi: pi.iter().map(|&i| bounds.hi[i]).collect(),
+            };
+            let sub0: Vec<f64> = pi.iter().map(|&i| x0[i]).collect();
+            let step: Vec<f64> = pi.iter().map(|&i| 0.1 * (params[i].hi - params[i].lo)).collect();
+            let base = x.clone();
+            let mut f = |sub: &[f64]| {
+                let mut full = base.clone();
+                for (k, &i) in pi.iter().enumerate() {
+                    full[i] = sub[k];
+                }
+                if rows.is_empty() { 0.0 } else { self.objective_on(&full, rows) }
+            };
+            let mut simplex = if ci < done.len() {
+                done[ci].clone()
+            } else {
+                let s = Simplex::start(&sub0, &step, &sub_bounds, &mut f);
+                done.push(s.clone());
+                s
+            };
+            let start_value = simplex.vertices.iter().find(|v| v.0 == sub0).map_or_else(|| f(&sub0), |v| v.1);
+            while simplex.evaluations < self.spec.max_evaluations && simplex.spread() > self.spec.tolerance {
+                simplex.step(&sub_bounds, &mut f);
+                done[ci] = simplex.clone();
+                write_atomic(&state, &serde_json::to_string_pretty(&done).expect("serializable"))?;
+                progress(ci, &simplex);
+            }
+            done[ci] = simplex.clone();
+            write_atomic(&state, &serde_json::to_string_pretty(&done).expect("serializable"))?;
+            let (best, value) = simplex.best();
+            for (k, &i) in pi.iter().enumerate() {
+                x[i] = best[k];
+            }
+            let share = rows.len() as f64 / n_fitted;
+            start_total += share * start_value;
+            end_total += share * value;
         }
-        write_atomic(&state, &serde_json::to_string_pretty(&simplex).expect("serializable"))?;
-        let (best, value) = simplex.best();
+        let all: Vec<usize> = (0..self.rows.len()).collect();
         let interval_seeds =
             if self.spec.interval_seeds.is_empty() { &self.spec.seeds } else { &self.spec.interval_seeds };
-        let spread = self.simulate_seeds(best, interval_seeds);
+        let spread = self.simulate_seeds(&x, interval_seeds, &all);
         // Without separate interval seeds the fit's own runs give both numbers.
         let sim = if interval_seeds == &self.spec.seeds {
             spread.iter().map(|v| v.iter().sum::<f64>() / v.len() as f64).collect()
         } else {
-            self.simulate(best)
+            self.simulate(&x, &all)
         };
-        let rows = self
+        let mut rows: Vec<RowFit> = self
             .rows
             .iter()
             .zip(sim.iter().zip(&spread))
@@ -586,23 +721,25 @@ impl Calibration {
                 sigma: self.sigma(r),
                 simulated: *s,
                 interval: mean_ci95(per_seed),
+                fitted: r.fitted,
+            })
+            .collect();
+        // Fitted rows first (stable), then the checks.
+        rows.sort_by_key(|r| !r.fitted);
+        let names: Vec<String> = params
+            .iter()
+            .map(|p| match &p.guard {
+                None => format!("{}.{}", p.workload, p.name),
+                Some(arm) => format!("{arm}: {}", p.name),
             })
             .collect();
         Ok(Fit {
-            parameters: self
-                .spec
-                .parameters
-                .iter()
-                .zip(x0.iter().zip(best))
-                .map(|(p, (a, b))| match &p.guard {
-                    None => (format!("{}.{}", p.workload, p.name), *a, *b),
-                    Some(arm) => (format!("{arm}: {}", p.name), *a, *b),
-                })
-                .collect(),
-            objective: (start_objective, value),
-            iterations: simplex.iterations,
-            evaluations: simplex.evaluations,
+            parameters: names.iter().zip(x0.iter().zip(&x)).map(|(n, (a, b))| (n.clone(), *a, *b)).collect(),
+            objective: (start_total, end_total),
+            iterations: done.iter().map(|s| s.iterations).sum(),
+            evaluations: done.iter().map(|s| s.evaluations).sum(),
             rows,
+            components: comps.iter().map(|(pi, _)| pi.iter().map(|&i| names[i].clone()).collect()).collect(),
         })
     }
 
@@ -661,12 +798,14 @@ fn set_tasks(ls: &mut LoadedScenario, n: u32) {
     }
 }
 
-/// The fit report as markdown.
+/// The fit report as markdown: parameters, searches, every row (fitted or a check) with its
+/// residual and interval, and the round-1 → round-3 direction of round-level rows.
 pub fn report(cal: &Calibration, fit: &Fit) -> String {
     let mut s = format!(
-        "# Calibration `{}` of `{}`\n\nObjective (mean squared residual / σ): {:.4} → {:.4} after {} iterations, {} evaluations; seeds {:?}.\n\nNo MAPLE-Guard row is fitted: the calibration refuses any selection that contains one.\n\n| parameter | start | fitted |\n|---|---|---|\n",
+        "# Calibration `{}` of `{}`\n\nGenerated by `memlink calibrate {}`.\n\nObjective (mean squared residual / σ over the fitted rows): {:.4} → {:.4} after {} iterations, {} evaluations; seeds {:?}.\n\nNo MAPLE-Guard row is fitted: the calibration refuses any selection that contains one.\n\n| parameter | start | fitted |\n|---|---|---|\n",
         cal.spec.name,
         cal.profile.name,
+        cal.path.display(),
         fit.objective.0,
         fit.objective.1,
         fit.iterations,
@@ -676,25 +815,106 @@ pub fn report(cal: &Calibration, fit: &Fit) -> String {
     for (name, a, b) in &fit.parameters {
         s.push_str(&format!("| {name} | {a:.4} | {b:.4} |\n"));
     }
+    s.push_str("\nIndependent searches (no fitted row depends on parameters of two of them):\n\n");
+    for (k, c) in fit.components.iter().enumerate() {
+        s.push_str(&format!("{}. {}\n", k + 1, c.join(", ")));
+    }
     let seeds = if cal.spec.interval_seeds.is_empty() { &cal.spec.seeds } else { &cal.spec.interval_seeds };
     s.push_str(&format!(
-        "\n| source | setting | method | topology | metric | target | σ | simulated (fit seeds) | residual | 95% interval over seeds {seeds:?} |\n|---|---|---|---|---|---|---|---|---|---|\n"
+        "\n| source | setting | method | topology | metric | fitted | target | σ | simulated (fit seeds) | residual | 95% interval over seeds {seeds:?} | interval mean within max(3, σ) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     ));
     for r in &fit.rows {
+        let residual = r.simulated - r.target;
         s.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:+.1} | {:.1} ± {:.1} |\n",
+            "| {} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:+.1} | {:.1} ± {:.1} | {} |\n",
             r.source,
             r.setting,
             r.guard,
             r.topology,
             r.metric,
+            if r.fitted { "yes" } else { "no (check)" },
             r.target,
             r.sigma,
             r.simulated,
-            r.simulated - r.target,
+            residual,
             r.interval.0,
-            r.interval.1
+            r.interval.1,
+            if (r.interval.0 - r.target).abs() <= r.sigma.max(3.0) { "yes" } else { "no" },
         ));
     }
+    let directions = round_directions(&fit.rows);
+    if !directions.is_empty() {
+        s.push_str("\nRound-level rows, round 1 → round 3 (published direction vs simulated, the latter the interval seeds' mean):\n\n| source | setting | method | metric | published | simulated | same direction |\n|---|---|---|---|---|---|---|\n");
+        for d in directions {
+            s.push_str(&format!(
+                "| {} | {} | {} | {} | {:.1} → {:.1} | {:.1} → {:.1} | {} |\n",
+                d.source,
+                d.setting,
+                d.guard,
+                d.metric,
+                d.published.0,
+                d.published.1,
+                d.simulated.0,
+                d.simulated.1,
+                if d.same() { "yes" } else { "no" }
+            ));
+        }
+    }
     s
+}
+
+/// A round-level series' change from round 1 to round 3, published and simulated.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Direction {
+    /// Source table.
+    pub source: String,
+    /// Setting.
+    pub setting: String,
+    /// Method.
+    pub guard: String,
+    /// "MDSR" or "RDA".
+    pub metric: String,
+    /// Published round 1 and round 3.
+    pub published: (f64, f64),
+    /// Simulated round 1 and round 3.
+    pub simulated: (f64, f64),
+}
+
+impl Direction {
+    /// Whether the simulated change has the published sign (a flat published series accepts
+    /// any change within a point).
+    pub fn same(&self) -> bool {
+        let p = self.published.1 - self.published.0;
+        let q = self.simulated.1 - self.simulated.0;
+        if p == 0.0 { q.abs() <= 1.0 } else { p.signum() == q.signum() && q != 0.0 }
+    }
+}
+
+/// Every (source, setting, method, metric) series with both an @1 and an @3 row.
+pub fn round_directions(rows: &[RowFit]) -> Vec<Direction> {
+    let mut out = Vec::new();
+    for r1 in rows {
+        let Some((m, "1")) = r1.metric.split_once('@') else { continue };
+        let third = format!("{m}@3");
+        let Some(r3) = rows.iter().find(|r| {
+            r.source == r1.source
+                && r.setting == r1.setting
+                && r.guard == r1.guard
+                && r.topology == r1.topology
+                && r.metric == third
+        }) else {
+            continue;
+        };
+        out.push(Direction {
+            source: r1.source.clone(),
+            setting: r1.setting.clone(),
+            guard: r1.guard.clone(),
+            metric: m.to_string(),
+            published: (r1.target, r3.target),
+            // The interval seeds' mean: more runs than the fit's, so a direction is not one
+            // seed's noise.
+            simulated: (r1.interval.0, r3.interval.0),
+        });
+    }
+    out
 }

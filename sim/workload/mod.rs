@@ -45,6 +45,13 @@ impl WorkloadConfig {
         }
     }
 
+    /// Whether the paper ran this workload in the INFA-Guard harness (spec §5.6, §7.4), whose
+    /// tables report `ASR_by_turn = 1 − accuracy` in the RDA column: CSQA and InjecAgent. The
+    /// stream harnesses (MMLU, AppWorld, LongMemEval) report retrieval damage (§7.1–§7.3).
+    pub fn infa_harness(&self) -> bool {
+        matches!(self, WorkloadConfig::Csqa(_) | WorkloadConfig::InjectAgent(_))
+    }
+
     /// Tasks in the stream.
     pub fn tasks(&self) -> u32 {
         match self {

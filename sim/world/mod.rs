@@ -373,6 +373,7 @@ impl<'a> World<'a> {
             attackers: self.attacker_ids.clone(),
             reputation: self.reputation,
             trace_hash: self.trace.value(),
+            infa_harness: self.scn.workload.infa_harness(),
             events: self.trace.events(),
             end_time: self.queue.now().0,
         };
