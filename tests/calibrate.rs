@@ -249,6 +249,7 @@ fn round_level_directions_compare_round_one_with_round_three() {
     use memlink::calibrate::{RowFit, round_directions};
     let row = |metric: &str, target: f64, simulated: f64| RowFit {
         source: "table11".into(),
+        backbone: "qwen3.5-122b-a10b".into(),
         setting: "mmlu_minja".into(),
         guard: "No Defense".into(),
         topology: "random".into(),
@@ -270,4 +271,35 @@ fn round_level_directions_compare_round_one_with_round_three() {
     assert_eq!(d.len(), 2);
     assert!(d[0].metric == "RDA" && d[0].same(), "both rise");
     assert!(d[1].metric == "MDSR" && !d[1].same(), "published falls, simulated rises");
+}
+
+/// The issue's reproducibility: the bundled command writes over the profile it fitted, so a
+/// rerun starts from the fitted profile. With every parameter's `start` in the file, the rerun
+/// gives the same profile bytes.
+#[test]
+fn refitting_a_fitted_profile_from_explicit_starts_gives_the_same_bytes() {
+    let dir = scratch("refit");
+    let profile = dir.join("stand-in.ron");
+    std::fs::copy(common::path("models/qwen3.5-122b-a10b.ron"), &profile).unwrap();
+    let text = std::fs::read_to_string(small_calibration(&dir, r#""No Defense""#, 8))
+        .unwrap()
+        .replace(r#"profile: "qwen3.5-122b-a10b""#, &format!("profile: {:?}", profile.display().to_string()))
+        .replace("hi: 2.5)]", "hi: 2.5, start: Some(1.0))]");
+    let file = dir.join("refit.ron");
+    std::fs::write(&file, text).unwrap();
+    let fit_once = || {
+        let cal = Calibration::load(&file).unwrap();
+        let fit = cal.fit(&dir.join("o"), false, &mut |_, _| {}).unwrap();
+        cal.write_profile(&fit, cal.profile_path()).unwrap()
+    };
+    let first = fit_once();
+    assert_ne!(first, std::fs::read_to_string(common::path("models/qwen3.5-122b-a10b.ron")).unwrap());
+    assert_eq!(fit_once(), first, "the second fit starts from the fitted profile and ends in the same bytes");
+}
+
+#[test]
+fn the_bundled_baseline_calibration_fits_both_backbones_rows_per_guard() {
+    let cal = Calibration::load(&common::path("scenarios/calibration/baselines.ron")).unwrap();
+    assert_eq!(cal.rows().len(), 7 * 5 * 2 * 2, "7 guards × 5 settings × MDSR/RDA × 2 backbones");
+    assert!(cal.rows().iter().all(|r| !r.2.contains("MAPLE")));
 }

@@ -73,6 +73,11 @@ pub struct CalibrationSpec {
     pub name: String,
     /// Backbone profile to fit (name under models/, or a path).
     pub profile: String,
+    /// Further backbone profiles whose rows are selected too, each simulated with its own
+    /// profile, held fixed: a baseline's detector is one configuration on both backbones, so
+    /// it is fitted to both backbones' rows at once.
+    #[serde(default)]
+    pub also: Vec<String>,
     /// Targets CSV, relative to the calibration file.
     pub targets: PathBuf,
     /// Which rows to fit (only rows of this profile's backbone and of a listed setting).
@@ -145,6 +150,8 @@ struct Row {
 pub struct RowFit {
     /// The target.
     pub source: String,
+    /// Backbone of the target.
+    pub backbone: String,
     /// Setting.
     pub setting: String,
     /// Method.
@@ -189,6 +196,8 @@ pub struct Calibration {
     path: PathBuf,
     profile_path: PathBuf,
     profile: Profile,
+    /// The `also` profiles by backbone name (held fixed).
+    others: BTreeMap<String, Profile>,
     rows: Vec<Row>,
     scenarios: BTreeMap<String, LoadedScenario>,
 }
@@ -264,6 +273,14 @@ impl Calibration {
         let dir = path.parent().unwrap_or(Path::new("."));
         let profile_path = resolve_profile(path, &spec.profile);
         let profile = crate::agent::load_profile(&profile_path)?;
+        let mut others = BTreeMap::new();
+        for name in &spec.also {
+            let p = crate::agent::load_profile(&resolve_profile(path, name))?;
+            if p.name == profile.name {
+                return Err(invalid("also", format!("a backbone other than the fitted one, not `{name}`")));
+            }
+            others.insert(p.name.clone(), p);
+        }
         if spec.parameters.is_empty() {
             return Err(invalid("parameters", "at least one parameter to fit".into()));
         }
@@ -285,7 +302,7 @@ impl Calibration {
         }
         let targets = read_targets(&dir.join(&spec.targets))?;
         let selects = |f: &RowFilter, t: &Target| {
-            t.backbone == profile.name
+            (t.backbone == profile.name || others.contains_key(&t.backbone))
                 && spec.settings.contains_key(&t.setting)
                 && (f.sources.is_empty() || f.sources.contains(&t.source))
                 && (f.guards.is_empty() || f.guards.contains(&t.guard))
@@ -370,7 +387,7 @@ impl Calibration {
             }
             scenarios.insert(name.clone(), ls);
         }
-        Ok(Calibration { spec, path: path.to_path_buf(), profile_path, profile, rows, scenarios })
+        Ok(Calibration { spec, path: path.to_path_buf(), profile_path, profile, others, rows, scenarios })
     }
 
     /// The rows the objective uses, as (line in the targets file, setting, guard, metric).
@@ -404,7 +421,10 @@ impl Calibration {
     fn depends(&self, r: &Row, p: &FitParameter) -> bool {
         match &p.guard {
             Some(arm) => &r.target.guard == arm,
-            None => self.scenarios[&r.setting].scenario.workload.class() == p.workload,
+            None => {
+                r.target.backbone == self.profile.name
+                    && self.scenarios[&r.setting].scenario.workload.class() == p.workload
+            }
         }
     }
 
@@ -474,15 +494,18 @@ impl Calibration {
         a
     }
 
-    /// The start value of every parameter (the profile's, or the first scenario arm's).
+    /// The start value of every parameter: its `start`, else its current value.
     fn start(&self) -> Vec<f64> {
+        self.spec.parameters.iter().zip(self.current()).map(|(p, c)| p.start.unwrap_or(c)).collect()
+    }
+
+    /// The current value of every parameter (the profile's, or the first scenario arm's).
+    fn current(&self) -> Vec<f64> {
         self.spec
             .parameters
             .iter()
             .map(|p| match &p.guard {
-                None if p.start.is_some() => p.start.expect("just checked"),
                 None => get_param(self.profile.workload(&p.workload).expect("checked"), &p.name).expect("checked"),
-                Some(_) if p.start.is_some() => p.start.expect("just checked"),
                 Some(arm) => self
                     .scenarios
                     .values()
@@ -519,15 +542,24 @@ impl Calibration {
     /// a fixed order.
     fn simulate_seeds(&self, x: &[f64], seeds: &[u64], which: &[usize]) -> Vec<Vec<f64>> {
         let profile = self.profile_with(x);
-        // Each distinct (setting, method, attack-free, topology, seed, attacker set) run once.
-        type Job = (String, String, bool, Topology, u64, usize);
+        // Each distinct (setting, method, attack-free, topology, seed, attacker set, backbone)
+        // run once.
+        type Job = (String, String, bool, Topology, u64, usize, String);
         let sets_of = |setting: &str| self.spec.attacker_sets.get(setting).map_or(1, |v| v.len().max(1));
         let mut jobs: Vec<Job> = Vec::new();
         for r in which.iter().map(|&k| &self.rows[k]) {
             for t in &r.topologies {
                 for &seed in seeds {
                     for set in 0..sets_of(&r.setting) {
-                        let j = (r.setting.clone(), r.target.guard.clone(), r.attack_free, t.clone(), seed, set);
+                        let j = (
+                            r.setting.clone(),
+                            r.target.guard.clone(),
+                            r.attack_free,
+                            t.clone(),
+                            seed,
+                            set,
+                            r.target.backbone.clone(),
+                        );
                         if !jobs.contains(&j) {
                             jobs.push(j);
                         }
@@ -537,7 +569,7 @@ impl Calibration {
         }
         let results: Vec<crate::metrics::ArmSummary> = jobs
             .par_iter()
-            .map(|(setting, guard, attack_free, topo, seed, set)| {
+            .map(|(setting, guard, attack_free, topo, seed, set, backbone)| {
                 let ls = &self.scenarios[setting];
                 let mut s = ls.scenario.clone();
                 s.topology = topo.clone();
@@ -548,7 +580,8 @@ impl Calibration {
                     s.attack = crate::attack::AttackConfig::None;
                 }
                 let arm = self.arm_with(s.arms.iter().find(|a| &a.name == guard).expect("checked at load"), x);
-                crate::world::run_arm(&s, &profile, &arm, *seed, false).summary
+                let p = self.others.get(backbone).unwrap_or(&profile);
+                crate::world::run_arm(&s, p, &arm, *seed, false).summary
             })
             .collect();
         which
@@ -572,6 +605,7 @@ impl Calibration {
                                             && j.2 == r.attack_free
                                             && &j.3 == t
                                             && j.4 == *seed
+                                            && j.6 == r.target.backbone
                                     })
                                     .map(|(_, res)| {
                                         let m = &res.rounds[r.round - 1];
@@ -697,15 +731,32 @@ impl Calibration {
             start_total += share * start_value;
             end_total += share * value;
         }
+        let iterations = done.iter().map(|s| s.iterations).sum();
+        let evaluations = done.iter().map(|s| s.evaluations).sum();
+        Ok(self.assess(&x0, &x, (start_total, end_total), iterations, evaluations))
+    }
+
+    /// The profile (and arms) as they are, assessed on every row without fitting: the report
+    /// of the committed calibration, regenerated from the code.
+    pub fn evaluate(&self) -> Fit {
+        let x = self.current();
+        let objective = self.objective(&x);
+        self.assess(&x, &x, (objective, objective), 0, 0)
+    }
+
+    /// Every row (fitted and checks) at `x`, with intervals over the interval seeds.
+    fn assess(&self, x0: &[f64], x: &[f64], objective: (f64, f64), iterations: u32, evaluations: u32) -> Fit {
+        let params = &self.spec.parameters;
+        let comps = self.components();
         let all: Vec<usize> = (0..self.rows.len()).collect();
         let interval_seeds =
             if self.spec.interval_seeds.is_empty() { &self.spec.seeds } else { &self.spec.interval_seeds };
-        let spread = self.simulate_seeds(&x, interval_seeds, &all);
+        let spread = self.simulate_seeds(x, interval_seeds, &all);
         // Without separate interval seeds the fit's own runs give both numbers.
         let sim = if interval_seeds == &self.spec.seeds {
             spread.iter().map(|v| v.iter().sum::<f64>() / v.len() as f64).collect()
         } else {
-            self.simulate(&x, &all)
+            self.simulate(x, &all)
         };
         let mut rows: Vec<RowFit> = self
             .rows
@@ -713,6 +764,7 @@ impl Calibration {
             .zip(sim.iter().zip(&spread))
             .map(|(r, (s, per_seed))| RowFit {
                 source: r.target.source.clone(),
+                backbone: r.target.backbone.clone(),
                 setting: r.setting.clone(),
                 guard: r.target.guard.clone(),
                 topology: r.target.topology.clone(),
@@ -733,14 +785,14 @@ impl Calibration {
                 Some(arm) => format!("{arm}: {}", p.name),
             })
             .collect();
-        Ok(Fit {
-            parameters: names.iter().zip(x0.iter().zip(&x)).map(|(n, (a, b))| (n.clone(), *a, *b)).collect(),
-            objective: (start_total, end_total),
-            iterations: done.iter().map(|s| s.iterations).sum(),
-            evaluations: done.iter().map(|s| s.evaluations).sum(),
+        Fit {
+            parameters: names.iter().zip(x0.iter().zip(x)).map(|(n, (a, b))| (n.clone(), *a, *b)).collect(),
+            objective,
+            iterations,
+            evaluations,
             rows,
             components: comps.iter().map(|(pi, _)| pi.iter().map(|&i| names[i].clone()).collect()).collect(),
-        })
+        }
     }
 
     /// Writes the fitted profile (atomically) to `path` and returns its text.
@@ -801,33 +853,64 @@ fn set_tasks(ls: &mut LoadedScenario, n: u32) {
 /// The fit report as markdown: parameters, searches, every row (fitted or a check) with its
 /// residual and interval, and the round-1 → round-3 direction of round-level rows.
 pub fn report(cal: &Calibration, fit: &Fit) -> String {
-    let mut s = format!(
-        "# Calibration `{}` of `{}`\n\nGenerated by `memlink calibrate {}`.\n\nObjective (mean squared residual / σ over the fitted rows): {:.4} → {:.4} after {} iterations, {} evaluations; seeds {:?}.\n\nNo MAPLE-Guard row is fitted: the calibration refuses any selection that contains one.\n\n| parameter | start | fitted |\n|---|---|---|\n",
-        cal.spec.name,
-        cal.profile.name,
-        cal.path.display(),
-        fit.objective.0,
-        fit.objective.1,
-        fit.iterations,
-        fit.evaluations,
-        cal.spec.seeds
-    );
-    for (name, a, b) in &fit.parameters {
-        s.push_str(&format!("| {name} | {a:.4} | {b:.4} |\n"));
+    let mut s = format!("# Calibration `{}` of `{}`\n\n", cal.spec.name, cal.profile.name);
+    if !cal.others.is_empty() {
+        s.push_str(&format!(
+            "Rows of {} as well, each simulated with its own profile, held fixed.\n\n",
+            cal.others.keys().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    if fit.evaluations == 0 {
+        s.push_str(&format!(
+            "The profile as committed, assessed without fitting: `memlink assess {}`. Its provenance: {}.\n\nObjective (mean squared residual / σ over the rows the calibration fits): {:.4}; seeds {:?}.\n\nNo MAPLE-Guard row is fitted: the calibration refuses any selection that contains one.\n\n| parameter | value |\n|---|---|\n",
+            cal.path.display(),
+            cal.profile.provenance,
+            fit.objective.1,
+            cal.spec.seeds
+        ));
+        for (name, _, b) in &fit.parameters {
+            s.push_str(&format!("| {name} | {b:.4} |\n"));
+        }
+    } else {
+        s.push_str(&format!(
+            "Fitted by `memlink calibrate {}`.\n\nObjective (mean squared residual / σ over the fitted rows): {:.4} → {:.4} after {} iterations, {} evaluations; seeds {:?}.\n\nNo MAPLE-Guard row is fitted: the calibration refuses any selection that contains one.\n\n| parameter | start | fitted |\n|---|---|---|\n",
+            cal.path.display(),
+            fit.objective.0,
+            fit.objective.1,
+            fit.iterations,
+            fit.evaluations,
+            cal.spec.seeds
+        ));
+        for (name, a, b) in &fit.parameters {
+            s.push_str(&format!("| {name} | {a:.4} | {b:.4} |\n"));
+        }
     }
     s.push_str("\nIndependent searches (no fitted row depends on parameters of two of them):\n\n");
     for (k, c) in fit.components.iter().enumerate() {
         s.push_str(&format!("{}. {}\n", k + 1, c.join(", ")));
     }
     let seeds = if cal.spec.interval_seeds.is_empty() { &cal.spec.seeds } else { &cal.spec.interval_seeds };
+    let within = |r: &RowFit| (r.interval.0 - r.target).abs() <= r.sigma.max(3.0);
+    let fitted: Vec<&RowFit> = fit.rows.iter().filter(|r| r.fitted).collect();
+    let directions = round_directions(&fit.rows);
     s.push_str(&format!(
-        "\n| source | setting | method | topology | metric | fitted | target | σ | simulated (fit seeds) | residual | 95% interval over seeds {seeds:?} | interval mean within max(3, σ) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+        "\nSummary: {} of {} fitted rows within max(3, σ) points of their target (the mean over seeds {seeds:?}); {} of {} checks; {} of {} round-level series move from round 1 to round 3 in the published direction.\n",
+        fitted.iter().filter(|r| within(r)).count(),
+        fitted.len(),
+        fit.rows.iter().filter(|r| !r.fitted && within(r)).count(),
+        fit.rows.iter().filter(|r| !r.fitted).count(),
+        directions.iter().filter(|d| d.same()).count(),
+        directions.len()
+    ));
+    s.push_str(&format!(
+        "\n| source | backbone | setting | method | topology | metric | fitted | target | σ | simulated (fit seeds) | residual | 95% interval over seeds {seeds:?} | interval mean within max(3, σ) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     ));
     for r in &fit.rows {
         let residual = r.simulated - r.target;
         s.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:+.1} | {:.1} ± {:.1} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:+.1} | {:.1} ± {:.1} | {} |\n",
             r.source,
+            r.backbone,
             r.setting,
             r.guard,
             r.topology,
@@ -839,10 +922,9 @@ pub fn report(cal: &Calibration, fit: &Fit) -> String {
             residual,
             r.interval.0,
             r.interval.1,
-            if (r.interval.0 - r.target).abs() <= r.sigma.max(3.0) { "yes" } else { "no" },
+            if within(r) { "yes" } else { "no" },
         ));
     }
-    let directions = round_directions(&fit.rows);
     if !directions.is_empty() {
         s.push_str("\nRound-level rows, round 1 → round 3 (published direction vs simulated, the latter the interval seeds' mean):\n\n| source | setting | method | metric | published | simulated | same direction |\n|---|---|---|---|---|---|---|\n");
         for d in directions {
@@ -898,6 +980,7 @@ pub fn round_directions(rows: &[RowFit]) -> Vec<Direction> {
         let third = format!("{m}@3");
         let Some(r3) = rows.iter().find(|r| {
             r.source == r1.source
+                && r.backbone == r1.backbone
                 && r.setting == r1.setting
                 && r.guard == r1.guard
                 && r.topology == r1.topology
