@@ -303,3 +303,38 @@ fn the_bundled_baseline_calibration_fits_both_backbones_rows_per_guard() {
     assert_eq!(cal.rows().len(), 7 * 5 * 2 * 2, "7 guards × 5 settings × MDSR/RDA × 2 backbones");
     assert!(cal.rows().iter().all(|r| !r.2.contains("MAPLE")));
 }
+
+#[test]
+fn a_setting_can_run_its_own_fit_and_interval_seeds() {
+    let dir = scratch("seeds");
+    let base = std::fs::read_to_string(small_calibration(&dir, r#""No Defense""#, 2)).unwrap();
+    let write = |name: &str, text: String| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        Calibration::load(&p).unwrap()
+    };
+    let plain = write("plain.ron", base.clone());
+    let overridden =
+        write("override.ron", base.replace("seeds: [42],", "seeds: [7], setting_seeds: { \"mmlu_minja\": [42] },"));
+    let other = write("other.ron", base.replace("seeds: [42],", "seeds: [7],"));
+    let x = [1.15];
+    assert_eq!(overridden.simulated(&x), plain.simulated(&x), "the setting's own seeds replace `seeds`");
+    assert_ne!(other.simulated(&x), plain.simulated(&x));
+    let intervals = write(
+        "intervals.ron",
+        base.replace("seeds: [42],", "seeds: [42], setting_interval_seeds: { \"mmlu_minja\": [1, 2, 3] },"),
+    );
+    let fit = intervals.fit(&dir.join("o"), false, &mut |_, _| {}).unwrap();
+    assert!(fit.rows.iter().all(|r| r.interval.1 > 0.0), "three interval seeds give a spread");
+    let report = memlink::calibrate::report(&intervals, &fit);
+    assert!(report.contains("mmlu_minja: fit seeds [42], interval seeds [1, 2, 3]"), "{report}");
+    let e = Calibration::load(&{
+        let p = dir.join("bad.ron");
+        std::fs::write(&p, base.replace("seeds: [42],", "seeds: [42], setting_seeds: { \"nope\": [1] },")).unwrap();
+        p
+    })
+    .err()
+    .expect("refused")
+    .to_string();
+    assert!(e.contains("bad.ron") && e.contains("setting_seeds"), "{e}");
+}
