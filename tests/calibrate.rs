@@ -338,3 +338,50 @@ fn a_setting_can_run_its_own_fit_and_interval_seeds() {
     .to_string();
     assert!(e.contains("bad.ron") && e.contains("setting_seeds"), "{e}");
 }
+/// `reports/calibration.md` is regenerated and compared byte for byte in CI (reports/regenerate
+/// --check, run by .ci/run); this cheap check catches the commonest drift in `cargo test` too: a
+/// profile refitted or edited without regenerating the report, whose parameter tables and
+/// provenance must be the committed profiles'.
+#[test]
+fn the_committed_calibration_report_shows_the_committed_profiles() {
+    let report = std::fs::read_to_string(common::path("reports/calibration.md")).unwrap();
+    for backbone in ["qwen", "gemma"] {
+        let cal = Calibration::load(&common::path(&format!("scenarios/calibration/{backbone}.ron"))).unwrap();
+        let profile = memlink::agent::load_profile(cal.profile_path()).unwrap();
+        assert!(report.contains(&profile.provenance), "{backbone}: provenance {:?}", profile.provenance);
+        for p in &cal.spec().parameters {
+            let v = serde_json::to_value(profile.workload(&p.workload).unwrap()).unwrap()[&p.name].as_f64().unwrap();
+            let row = format!("| {}.{} | {v:.4} |", p.workload, p.name);
+            assert!(report.contains(&row), "{backbone}: {row} missing from reports/calibration.md");
+        }
+    }
+}
+
+/// A baseline's detector is one configuration on both backbones: with `also`, the rows of the
+/// other backbone are fitted too, each simulated with its own (fixed) profile.
+#[test]
+fn a_detector_is_fitted_to_both_backbones_rows_each_run_with_its_own_profile() {
+    let dir = scratch("also");
+    let base = std::fs::read_to_string(small_calibration(&dir, r#""Challenger""#, 4)).unwrap().replace(
+        r#"parameters: [(workload: "mmlu", name: "memory_weight", lo: 0.5, hi: 2.5)],"#,
+        r#"parameters: [(guard: Some("Challenger"), name: "detector.bias", lo: -5.0, hi: 1.0)],"#,
+    );
+    let one = dir.join("one.ron");
+    std::fs::write(&one, &base).unwrap();
+    let both = dir.join("both.ron");
+    std::fs::write(
+        &both,
+        base.replace("profile: \"qwen3.5-122b-a10b\",", "profile: \"qwen3.5-122b-a10b\", also: [\"gemma-4-31b\"],"),
+    )
+    .unwrap();
+    let (one, both) = (Calibration::load(&one).unwrap(), Calibration::load(&both).unwrap());
+    assert_eq!(one.rows().len(), 2);
+    assert_eq!(both.rows().len(), 4, "Challenger's MMLU MDSR@3 and RDA@3 for each backbone");
+    let x = [-2.0];
+    let (a, b) = (one.simulated(&x), both.simulated(&x));
+    assert_eq!(&b[..2], &a[..], "the fitted backbone's rows are unchanged");
+    assert_ne!(&b[2..], &a[..], "Gemma's rows run with Gemma's profile");
+    let fit = both.fit(&dir.join("o"), false, &mut |_, _| {}).unwrap();
+    assert!(fit.rows.iter().any(|r| r.backbone == "gemma-4-31b" && r.fitted));
+    assert!(memlink::calibrate::report(&both, &fit).contains("Rows of `gemma-4-31b` as well"));
+}

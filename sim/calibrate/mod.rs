@@ -832,10 +832,10 @@ impl Calibration {
         let x: Vec<f64> = fit.parameters.iter().map(|p| p.2).collect();
         let mut p = self.profile_with(&x);
         p.provenance = format!(
-            "calibrated by `memlink calibrate {}` ({} parameters, {} target rows, seeds {:?}, {} evaluations; objective {:.4} -> {:.4})",
+            "calibrated by `memlink calibrate {}` ({} parameters, {} fitted target rows, seeds {:?}, {} evaluations; objective {:.4} -> {:.4})",
             self.path.display(),
             fit.parameters.len(),
-            fit.rows.len(),
+            fit.rows.iter().filter(|r| r.fitted).count(),
             self.spec.seeds,
             fit.evaluations,
             fit.objective.0,
