@@ -399,7 +399,8 @@ pub fn csv(rows: &[TableRow], k: usize) -> String {
 /// A grid on random topologies only is compared with the round-level tables (11–15, "random")
 /// instead, without the Table 2 tolerance counts.
 pub fn versus_paper(rows: &[TableRow], targets: &[crate::calibrate::Target], k: usize) -> String {
-    let random = !rows.is_empty() && rows.iter().all(|r| r.per_topology.iter().all(|t| t.0.starts_with("random")));
+    let random = !rows.is_empty()
+        && rows.iter().all(|r| !r.per_topology.is_empty() && r.per_topology.iter().all(|t| t.0.starts_with("random")));
     let find = |r: &TableRow, metric: &str| {
         targets.iter().find(|t| {
             // Table 4's scale rows name neither backbone nor setting: a grid setting called

@@ -125,7 +125,10 @@ fn attack_free_rows_run_without_the_attack_and_intervals_span_seeds() {
     assert!(free.simulated > attacked.simulated + 10.0, "{} vs {}", free.simulated, attacked.simulated);
     assert!(fit.rows.iter().any(|r| r.interval.1 > 0.0), "four seeds give a spread");
     let report = memlink::calibrate::report(&cal, &fit);
-    assert!(report.contains("95% interval over seeds [1, 2, 3, 4]"));
+    assert!(
+        report.contains("Fit seeds [42], interval seeds [1, 2, 3, 4]") && report.contains("out-of-sample"),
+        "{report}"
+    );
 }
 
 #[test]
