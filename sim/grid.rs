@@ -103,6 +103,12 @@ pub struct GridRecord {
     pub rda: Vec<f64>,
     /// Exposure ASR@k per round.
     pub asr: Vec<f64>,
+    /// MDSR@k's upper bound over unknown slots per round (spec §7.1).
+    #[serde(default)]
+    pub mdsr_upper: Vec<f64>,
+    /// RDA@k's lower bound over unknown slots per round (spec §7.1).
+    #[serde(default)]
+    pub rda_lower: Vec<f64>,
     /// Trace hash of the arm.
     pub trace_hash: String,
 }
@@ -122,6 +128,8 @@ impl GridRecord {
             mdsr: a.rounds.iter().map(|x| x.mdsr_strict).collect(),
             rda: a.rounds.iter().map(|x| x.table_rda).collect(),
             asr: a.rounds.iter().map(|x| x.asr_exposure).collect(),
+            mdsr_upper: a.rounds.iter().map(|x| x.mdsr_upper).collect(),
+            rda_lower: a.rounds.iter().map(|x| x.rda_lower).collect(),
             trace_hash: a.trace_hash.clone(),
         }
     }

@@ -293,3 +293,33 @@ fn the_table_rda_is_one_minus_accuracy_only_in_the_infa_harness() {
         assert_eq!(r.table_rda, r.rda);
     }
 }
+
+/// Spec §7.1's unknown slots: an output a guard removed, or replaced by a text without an
+/// answer letter, cannot be read by the paper's parser; MDSR's upper and RDA's lower bound
+/// count them as correct and as no damage. Without a message guard there are none.
+#[test]
+fn unknown_slots_bound_mdsr_from_above_and_rda_from_below() {
+    let ls = common::load(&common::small(r#"protocol: (rounds: 3, handoffs: true),"#, 20));
+    let mut s = ls.clone();
+    s.scenario.arms = vec![
+        memlink::scenario::Arm {
+            name: "No Defense".into(),
+            guard: memlink::scenario::GuardSpec::NoDefense,
+            feedback: None,
+        },
+        memlink::scenario::Arm {
+            name: "GUARDIAN".into(),
+            guard: memlink::scenario::GuardSpec::Guardian(Default::default()),
+            feedback: None,
+        },
+    ];
+    let r = run_scenario(&s, 3);
+    for x in &r.arms[0].rounds {
+        assert_eq!((x.unknown, x.mdsr_upper, x.rda_lower), (0.0, x.mdsr_strict, x.table_rda));
+    }
+    let guarded = &r.arms[1].rounds;
+    assert!(guarded.iter().any(|x| x.unknown > 0.0), "GUARDIAN removes one agent per round");
+    for x in guarded {
+        assert!(x.mdsr_upper >= x.mdsr_strict && x.rda_lower <= x.table_rda, "{x:?}");
+    }
+}

@@ -140,6 +140,9 @@ struct TaskState {
     selected: Vec<Vec<Vec<(ItemId, f64)>>>,
     answers: Vec<Vec<Option<Answer>>>,
     removed: Vec<Vec<bool>>,
+    /// Per round and agent, whether a guard replaced the output by a text without an answer
+    /// letter (an "unknown" slot for the paper's parser, spec §7.1).
+    unreadable: Vec<Vec<bool>>,
     /// [round][agent] the output as others see it after message review: its features and
     /// whether a guard appended a warning (None: removed or not rendered).
     shown: Vec<Vec<Option<(TextFeatures, bool)>>>,
@@ -549,6 +552,7 @@ impl<'a> World<'a> {
             selected: vec![vec![Vec::new(); n]; rounds],
             answers: vec![vec![None; n]; rounds],
             removed: vec![vec![false; n]; rounds],
+            unreadable: vec![vec![false; n]; rounds],
             shown: vec![vec![None; n]; rounds],
             tokens: vec![vec![0; n]; rounds],
             call_time: vec![vec![0; n]; rounds],
@@ -1302,6 +1306,7 @@ impl<'a> World<'a> {
                             st.removed[r][x as usize] = true;
                         } else {
                             let choice = render::extract_choice(text, t.options.len());
+                            st.unreadable[r][x as usize] = !render::has_choice(text, t.options.len());
                             st.answers[r][x as usize] = Some(Answer { choice, steered: false, cites_memory: false });
                         }
                     }
@@ -1340,6 +1345,7 @@ impl<'a> World<'a> {
                 } else {
                     st.answers[round as usize][a as usize].map(|x| x.choice)
                 },
+                unknown: st.removed[round as usize][a as usize] || st.unreadable[round as usize][a as usize],
                 prompt_tokens: st.tokens[round as usize][a as usize],
                 time: st.call_time[round as usize][a as usize],
             })

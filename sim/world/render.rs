@@ -232,17 +232,24 @@ pub fn prompt_tokens(task: &Task, selection: &[(ItemId, f64)], bank: &MemoryBank
 /// The reference's `extract_choice`: the last standalone capital letter among the first
 /// `options` (A–E), or A when there is none.
 pub fn extract_choice(text: &str, options: usize) -> u8 {
+    last_letter(text, options).unwrap_or(0)
+}
+
+/// Whether `text` has a standalone answer letter, i.e. whether [`extract_choice`] reads one
+/// rather than falling back to "A".
+pub fn has_choice(text: &str, options: usize) -> bool {
+    last_letter(text, options).is_some()
+}
+
+fn last_letter(text: &str, options: usize) -> Option<u8> {
     let last = (b'A' + options.min(5) as u8 - 1) as char;
-    text.split(|c: char| !c.is_ascii_alphanumeric())
-        .rev()
-        .find_map(|w| {
-            let mut cs = w.chars();
-            match (cs.next(), cs.next()) {
-                (Some(c), None) if ('A'..=last).contains(&c) => Some(c as u8 - b'A'),
-                _ => None,
-            }
-        })
-        .unwrap_or(0)
+    text.split(|c: char| !c.is_ascii_alphanumeric()).rev().find_map(|w| {
+        let mut cs = w.chars();
+        match (cs.next(), cs.next()) {
+            (Some(c), None) if ('A'..=last).contains(&c) => Some(c as u8 - b'A'),
+            _ => None,
+        }
+    })
 }
 
 /// Whether an output carries a prompt-injection cue a reader can see (it relays an answer
