@@ -55,12 +55,6 @@ pub enum Error {
     /// A run failed determinism checks.
     #[error("determinism check failed: {0}")]
     Nondeterministic(String),
-    /// A committed generated file differs from what the current code produces.
-    #[error("{path}: differs from what the current code produces; regenerate it")]
-    Drift {
-        /// The committed file.
-        path: PathBuf,
-    },
 }
 
 impl Error {
