@@ -73,17 +73,37 @@ struct Store {
 }
 
 impl Store {
-    fn add(&mut self, id: ItemId, key: u64, intent_table: &mut Vec<f32>, intent_emb: &mut dyn FnMut() -> Vec<f32>) {
+    fn add(&mut self, id: ItemId, key: u64, intents: &mut IntentTable, intent_emb: &mut dyn FnMut() -> Vec<f32>) {
         self.items.push(id);
         match self.by_key.get(&key) {
             Some(g) => self.groups[*g].members.push(id),
             None => {
-                let offset = intent_table.len();
-                intent_table.extend_from_slice(&intent_emb());
+                let offset = intents.offset(key, intent_emb);
                 self.by_key.insert(key, self.groups.len());
                 self.groups.push(IntentGroup { key, embedding: offset, members: vec![id] });
             }
         }
+    }
+}
+
+/// Intent embeddings, one per distinct intent of the run: stores that share an intent share
+/// its row, so a per-query similarity can be computed once for all of them.
+#[derive(Clone, Debug, Default)]
+struct IntentTable {
+    values: Vec<f32>,
+    by_key: rustc_hash::FxHashMap<u64, usize>,
+}
+
+impl IntentTable {
+    /// The offset of intent `key`'s row, embedding it first if the run has not seen it.
+    fn offset(&mut self, key: u64, intent_emb: &mut dyn FnMut() -> Vec<f32>) -> usize {
+        if let Some(o) = self.by_key.get(&key) {
+            return *o;
+        }
+        let offset = self.values.len();
+        self.values.extend_from_slice(&intent_emb());
+        self.by_key.insert(key, offset);
+        offset
     }
 }
 
@@ -95,7 +115,7 @@ pub struct MemoryBank {
     /// step by `insert` and `sync_backend_q`.
     backend_q: Vec<f64>,
     text_embeddings: Vec<Option<Box<[f32]>>>,
-    intent_table: Vec<f32>,
+    intent_table: IntentTable,
     dim: usize,
     private: Vec<Store>,
     shared: Store,
@@ -116,7 +136,7 @@ impl MemoryBank {
             items: Vec::with_capacity(items),
             backend_q: Vec::with_capacity(items),
             text_embeddings: Vec::new(),
-            intent_table: Vec::new(),
+            intent_table: IntentTable::default(),
             dim,
             private: vec![Store::default(); agents],
             shared: Store::default(),
@@ -192,7 +212,13 @@ impl MemoryBank {
 
     /// The intent embedding at `offset` of the intent table.
     pub fn intent_embedding(&self, offset: usize) -> &[f32] {
-        &self.intent_table[offset..offset + self.dim]
+        &self.intent_table.values[offset..offset + self.dim]
+    }
+
+    /// The number of distinct intents so far; `offset / dim` of an [`IntentGroup`]'s
+    /// embedding is below it.
+    pub fn intent_count(&self) -> usize {
+        self.intent_table.values.len() / self.dim.max(1)
     }
 
     /// Where item `id` is stored.

@@ -157,6 +157,9 @@ struct TaskState {
     /// agent, then the shared store); extended as stores gain groups. Groups are only ever
     /// appended, and the query is fixed for the task, so a cached value stays right.
     group_sims: Vec<Vec<f64>>,
+    /// Similarity of this task's query to each distinct intent of the run (by intent row),
+    /// shared by every store that holds the intent.
+    intent_sims: Vec<Option<f64>>,
     /// Backend candidates per store (same slots), see `World::store_candidates`.
     store_cache: Vec<StoreCache>,
     /// Items written for this task, in commit order (the same-task retrieval scope).
@@ -164,7 +167,8 @@ struct TaskState {
 }
 
 /// A store's backend candidates: (intent similarity, item), in ranking order.
-type Candidates = Rc<[(f64, ItemId)]>;
+/// Shared without copying between the store cache and each retrieval of the task.
+type Candidates = Rc<Vec<(f64, ItemId)>>;
 
 /// One store's cached backend candidates within a task.
 struct StoreCache {
@@ -177,7 +181,13 @@ struct StoreCache {
 
 impl Default for StoreCache {
     fn default() -> Self {
-        StoreCache { groups: usize::MAX, items: usize::MAX, top: Vec::new(), cands: Rc::new([]), best: Rc::new([]) }
+        StoreCache {
+            groups: usize::MAX,
+            items: usize::MAX,
+            top: Vec::new(),
+            cands: Rc::new(Vec::new()),
+            best: Rc::new([]),
+        }
     }
 }
 
@@ -562,6 +572,7 @@ impl<'a> World<'a> {
             query_emb,
             option_tokens,
             group_sims: vec![Vec::new(); n + 1],
+            intent_sims: Vec::new(),
             store_cache: (0..=n).map(|_| StoreCache::default()).collect(),
             task_items: Vec::new(),
         };
@@ -782,7 +793,11 @@ impl<'a> World<'a> {
         let (intent, experience, features) = self.handoff_text(t, round, src, dst, report, &retention);
         let tag =
             crate::engine::mix64(u64::from(task) << 32 | u64::from(round) << 16 | u64::from(src) << 8 | u64::from(dst));
-        let name = format!("round_dialogue_{}_r{}_a{src}_to_a{dst}_{:010x}", t.id, round, tag & 0xff_ffff_ffff);
+        let name = render::handoff_name(t, round, src, dst, tag & 0xff_ffff_ffff);
+        debug_assert_eq!(
+            name,
+            format!("round_dialogue_{}_r{}_a{src}_to_a{dst}_{:010x}", t.id, round, tag & 0xff_ffff_ffff)
+        );
         let mut item = MemoryItem::new(name, intent, experience, features);
         item.utility_q = 0.35;
         item.trust = 0.55;
@@ -1026,13 +1041,25 @@ impl<'a> World<'a> {
         }
         if cache.groups != groups.len() {
             let sims = &mut st.group_sims[slot];
+            let dim = self.bank.dim().max(1);
             for g in &groups[sims.len()..] {
-                sims.push(cosine(&st.query_emb, self.bank.intent_embedding(g.embedding)));
+                let row = g.embedding / dim;
+                if st.intent_sims.len() <= row {
+                    st.intent_sims.resize(self.bank.intent_count(), None);
+                }
+                let s = *st.intent_sims[row]
+                    .get_or_insert_with(|| cosine(&st.query_emb, self.bank.intent_embedding(g.embedding)));
+                sims.push(s);
             }
             // Bounded selection of the best backend_k groups (ties: lower group index first).
+            // Groups only grow and their similarities are fixed within a task, so new groups
+            // continue the selection where the last one stopped: the same result as a rescan.
             let top = &mut cache.top;
-            top.clear();
-            for (g, &s) in sims.iter().enumerate() {
+            let from = if cache.groups == usize::MAX { 0 } else { cache.groups };
+            if from == 0 {
+                top.clear();
+            }
+            for (g, &s) in sims.iter().enumerate().skip(from) {
                 if s < 0.0 || (top.len() == bk && s <= top[bk - 1].0) {
                     continue;
                 }
@@ -1042,14 +1069,17 @@ impl<'a> World<'a> {
             }
             cache.groups = groups.len();
         }
-        let cands: Vec<(f64, ItemId)> = cache
-            .top
-            .iter()
-            .flat_map(|(s, g)| groups[*g].members.iter().map(move |id| (*s, *id)))
-            .filter(|(_, id)| !reader_dependent || topo.shared_visible(self.bank.get(*id), agent, self.scn.agents))
-            .collect();
+        let mut cands: Vec<(f64, ItemId)> =
+            Vec::with_capacity(cache.top.iter().map(|(_, g)| groups[*g].members.len()).sum());
+        cands.extend(
+            cache
+                .top
+                .iter()
+                .flat_map(|(s, g)| groups[*g].members.iter().map(move |id| (*s, *id)))
+                .filter(|(_, id)| !reader_dependent || topo.shared_visible(self.bank.get(*id), agent, self.scn.agents)),
+        );
         let best = hybrid_top_k(&cands, &self.bank, k);
-        let cands: Rc<[(f64, ItemId)]> = cands.into();
+        let cands = Rc::new(cands);
         let st = self.cur.as_mut().expect("task");
         let cache = &mut st.store_cache[slot];
         cache.items = if reader_dependent { usize::MAX } else { items };
@@ -1090,7 +1120,7 @@ impl<'a> World<'a> {
         top_k(&mut ranked, bk, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         let cands: Vec<(f64, ItemId)> = ranked.into_iter().map(|(s, _, id)| (s, id)).collect();
         let best = hybrid_top_k(&cands, &self.bank, k);
-        let cands: Candidates = cands.into();
+        let cands: Candidates = Rc::new(cands);
         let st = self.cur.as_mut().expect("task");
         let cache = &mut st.store_cache[slot];
         cache.items = if reader_dependent { usize::MAX } else { st.task_items.len() };
@@ -1110,7 +1140,8 @@ impl<'a> World<'a> {
         let class = wl.tasks()[task as usize].class.as_str();
         let reader = Reader { agent, task_class: class };
         let topo = self.scn.memory_topology;
-        let mut pools: Vec<Vec<(ItemId, f64, bool)>> = Vec::new();
+        // Each store's candidates are shared with the store cache, not copied.
+        let mut pools: [Option<Candidates>; 2] = [None, None];
         let mut selected: Vec<(ItemId, bool)> = Vec::new();
         for (store_idx, shared) in [(0u64, false), (1u64, true)] {
             if shared && topo == MemoryTopology::PrivateOnly {
@@ -1128,20 +1159,26 @@ impl<'a> World<'a> {
             let explore = rng.bernoulli(proto.epsilon);
             let picks: Vec<usize> = if explore { rng.sample_indices(cands.len(), k) } else { best.to_vec() };
             selected.extend(picks.iter().map(|i| (cands[*i].1, shared)));
-            pools.push(cands.iter().map(|(s, id)| (*id, *s, shared)).collect());
+            pools[store_idx as usize] = Some(cands);
         }
         let (pure, stamp) = (self.guard.score_is_pure(), self.memo_stamp);
         let mut pool: Vec<(ItemId, bool)> = if self.guard.full_pool() {
-            let all: Vec<(f64, ItemId, bool)> = pools
-                .iter()
-                .flatten()
-                .map(|&(id, s, sh)| {
+            if self.prescore_memo.len() < self.bank.len() {
+                self.prescore_memo.resize(self.bank.len(), (0, 0, 0.0));
+            }
+            // The best `backend_k` of the whole pool by pre-score, in one bounded pass. Ties keep
+            // candidate order (private store first, then shared): the position breaks them.
+            let order = |a: &(f64, usize, ItemId, bool), b: &(f64, usize, ItemId, bool)| {
+                b.0.total_cmp(&a.0).then(a.1.cmp(&b.1))
+            };
+            let mut ranked: Vec<(f64, usize, ItemId, bool)> = Vec::with_capacity(bk + 1);
+            let mut position = 0usize;
+            for (store_idx, cands) in pools.iter().enumerate() {
+                let shared = store_idx == 1;
+                for &(s, id) in cands.iter().flat_map(|c| c.iter()) {
                     // The pre-score depends on the item, its intent similarity to the task's
                     // query and the reader: memoised per task like the read verdicts.
                     let i = id as usize;
-                    if self.prescore_memo.len() <= i {
-                        self.prescore_memo.resize(self.bank.len(), (0, 0, 0.0));
-                    }
                     let m = self.prescore_memo[i];
                     let p = if pure && m.0 == stamp && m.1 == agent {
                         m.2
@@ -1150,15 +1187,11 @@ impl<'a> World<'a> {
                         self.prescore_memo[i] = (stamp, agent, p);
                         p
                     };
-                    (p, id, sh)
-                })
-                .collect();
-            // Stable order: ties keep candidate order (private store first, then shared).
-            let mut ranked: Vec<(f64, usize, ItemId, bool)> =
-                all.into_iter().enumerate().map(|(i, (s, id, sh))| (s, i, id, sh)).collect();
-            top_k(&mut ranked, bk, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-            let all: Vec<(f64, ItemId, bool)> = ranked.into_iter().map(|(s, _, id, sh)| (s, id, sh)).collect();
-            all.into_iter().map(|(_, id, sh)| (id, sh)).collect()
+                    insert_bounded(&mut ranked, bk, (p, position, id, shared), order);
+                    position += 1;
+                }
+            }
+            ranked.into_iter().map(|(_, _, id, sh)| (id, sh)).collect()
         } else {
             selected
         };
@@ -1612,8 +1645,20 @@ impl<'a> World<'a> {
 
 /// Keeps the `k` first elements under the total order `cmp`, sorted (a partial selection, so
 /// ranking hundreds of candidates for three slots stays cheap).
-fn top_k<T: Copy>(v: &mut Vec<T>, k: usize, cmp: impl Fn(&T, &T) -> std::cmp::Ordering) {
+/// Inserts `x` into `best`, kept sorted by `cmp` and at most `k` long. Fed a sequence, it
+/// leaves the `k` first of the sequence sorted by `cmp`: when `cmp` is a total order, the same
+/// as sorting the whole sequence and truncating.
+fn insert_bounded<T>(best: &mut Vec<T>, k: usize, x: T, cmp: impl Fn(&T, &T) -> std::cmp::Ordering) {
     use std::cmp::Ordering::Less;
+    if k == 0 || (best.len() == k && cmp(&x, &best[k - 1]) != Less) {
+        return;
+    }
+    let at = best.partition_point(|b| cmp(b, &x) == Less);
+    best.insert(at, x);
+    best.truncate(k);
+}
+
+fn top_k<T: Copy>(v: &mut Vec<T>, k: usize, cmp: impl Fn(&T, &T) -> std::cmp::Ordering) {
     if v.len() <= k {
         v.sort_by(cmp);
         return;
@@ -1623,12 +1668,7 @@ fn top_k<T: Copy>(v: &mut Vec<T>, k: usize, cmp: impl Fn(&T, &T) -> std::cmp::Or
         // `cmp` is a total order (ties are broken by position), so the result is the same.
         let mut best: Vec<T> = Vec::with_capacity(k + 1);
         for x in v.iter() {
-            if best.len() == k && cmp(x, &best[k - 1]) != Less {
-                continue;
-            }
-            let at = best.partition_point(|b| cmp(b, x) == Less);
-            best.insert(at, *x);
-            best.truncate(k);
+            insert_bounded(&mut best, k, *x, &cmp);
         }
         *v = best;
         return;
@@ -1668,17 +1708,27 @@ fn expected_items(scn: &Scenario, graph: &CommGraph) -> usize {
 /// Indices of the `k` best candidates by the backend's hybrid score 0.5·z_sim + 0.5·z_q
 /// (ties: candidate order).
 fn hybrid_top_k(cands: &[(f64, ItemId)], bank: &MemoryBank, k: usize) -> Rc<[usize]> {
-    let qs: Vec<f64> = cands.iter().map(|(_, id)| bank.backend_q(*id)).collect();
-    let m = qs.iter().sum::<f64>() / qs.len().max(1) as f64;
-    let var = qs.iter().map(|q| (q - m) * (q - m)).sum::<f64>() / qs.len().max(1) as f64;
-    let sd = if qs.len() <= 1 || var <= 0.0 { 1.0 } else { var.sqrt() };
-    let mut hybrid: Vec<(f64, usize)> = cands
+    // Mean and spread of the candidates' Q (summed in candidate order), then one bounded pass
+    // over the hybrid scores; ties keep candidate order.
+    let n = cands.len().max(1) as f64;
+    let m = cands.iter().map(|(_, id)| bank.backend_q(*id)).sum::<f64>() / n;
+    let var = cands
         .iter()
-        .enumerate()
-        .map(|(i, (s, _))| (0.5 * (s - 0.18568) / 0.09408 + 0.5 * ((qs[i] - m) / sd).clamp(-3.0, 3.0), i))
-        .collect();
-    top_k(&mut hybrid, k, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    hybrid.iter().map(|h| h.1).collect()
+        .map(|(_, id)| {
+            let q = bank.backend_q(*id);
+            (q - m) * (q - m)
+        })
+        .sum::<f64>()
+        / n;
+    let sd = if cands.len() <= 1 || var <= 0.0 { 1.0 } else { var.sqrt() };
+    let order = |a: &(f64, usize), b: &(f64, usize)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
+    let mut best: Vec<(f64, usize)> = Vec::with_capacity(k + 1);
+    for (i, (s, id)) in cands.iter().enumerate() {
+        let q = bank.backend_q(*id);
+        let h = 0.5 * (s - 0.18568) / 0.09408 + 0.5 * ((q - m) / sd).clamp(-3.0, 3.0);
+        insert_bounded(&mut best, k, (h, i), order);
+    }
+    best.iter().map(|h| h.1).collect()
 }
 
 fn argmax(xs: &[f64]) -> u8 {

@@ -67,6 +67,26 @@ pub fn handoff_header(task: &Task, round: u32, src: u32, dst: u32) -> String {
     s
 }
 
+/// A handoff's memory id: `round_dialogue_<task>_r<round>_a<src>_to_a<dst>_<tag as 10 hex>`.
+pub fn handoff_name(task: &Task, round: u32, src: u32, dst: u32, tag: u64) -> String {
+    // Built by pushes rather than `format!`: this runs for every handoff.
+    let mut s = String::with_capacity(task.id.len() + 48);
+    s.push_str("round_dialogue_");
+    s.push_str(&task.id);
+    s.push_str("_r");
+    push_num(&mut s, round);
+    s.push_str("_a");
+    push_num(&mut s, src);
+    s.push_str("_to_a");
+    push_num(&mut s, dst);
+    s.push('_');
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for shift in (0..10).rev() {
+        s.push(char::from(HEX[((tag >> (4 * shift)) & 0xf) as usize]));
+    }
+    s
+}
+
 fn push_num(s: &mut String, mut n: u32) {
     let mut buf = [0u8; 10];
     let mut i = buf.len();
