@@ -29,7 +29,7 @@ pub mod piguard;
 pub mod stack;
 
 use crate::engine::SimRng;
-use crate::memory::{MemoryItem, MemoryTopology, Scope};
+use crate::memory::{MemoryItem, MemoryTopology, PrescoreInput, Scope};
 use crate::text::{QueryFeatures, TextFeatures};
 use crate::topology::CommGraph;
 use maple::{Action, Decision, MapleConfig, Reader};
@@ -175,9 +175,11 @@ pub trait Guard: Send + Sync {
         false
     }
 
-    /// Backend pre-score used to order the whole pool (only called when `full_pool`).
-    fn prescore(&self, item: &MemoryItem, sim: f64, _reader: Reader<'_>) -> f64 {
-        sim + 0.8 * item.backend_q
+    /// Backend pre-score used to order the whole pool (only called when `full_pool`). It sees
+    /// only the bank's dense copies of the item (see [`PrescoreInput`]), because it runs on
+    /// every candidate of a possibly large pool.
+    fn prescore(&self, input: PrescoreInput, sim: f64) -> f64 {
+        sim + 0.8 * input.backend_q
     }
 
     /// Cross-agent broker decision for a shared item.

@@ -9,7 +9,7 @@
 use super::maple::{Action, Decision, MapleConfig, Reader};
 use super::{Cluster, CommitVerdict, Guard, GuardStage, MessageAction, MessageView, ReadVerdict};
 use crate::engine::SimRng;
-use crate::memory::{MemoryItem, MemoryTopology, Scope};
+use crate::memory::{MemoryItem, MemoryTopology, PrescoreInput, Scope};
 use crate::text::QueryFeatures;
 use crate::topology::CommGraph;
 
@@ -83,10 +83,10 @@ impl Guard for GuardStack {
         self.ranker().is_some_and(|g| g.full_pool())
     }
 
-    fn prescore(&self, item: &MemoryItem, sim: f64, reader: Reader<'_>) -> f64 {
+    fn prescore(&self, input: PrescoreInput, sim: f64) -> f64 {
         match self.ranker() {
-            Some(g) => g.prescore(item, sim, reader),
-            None => sim + 0.8 * item.backend_q,
+            Some(g) => g.prescore(input, sim),
+            None => sim + 0.8 * input.backend_q,
         }
     }
 

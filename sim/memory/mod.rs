@@ -2,8 +2,10 @@
 //! shared, quarantine). Nothing here knows which items are poison: that truth lives in
 //! [`crate::oracle`], which guards cannot reach.
 
+mod dense;
 mod item;
 mod store;
 
+pub use dense::PrescoreInput;
 pub use item::{ItemId, LINEAGE_MARKERS, MemoryItem, Scope, Status, Taint, Writer, marker_bits};
 pub use store::{IntentGroup, MemoryBank, MemoryTopology, StoreKind};

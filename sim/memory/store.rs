@@ -1,6 +1,7 @@
 //! The memory bank: an arena of items plus the stores that index into it.
 
-use super::item::{ItemId, MemoryItem, Scope, Status};
+use super::dense::{ClassTable, PrescoreInput, ScopeKey};
+use super::item::{ItemId, MemoryItem, Scope, Status, Taint};
 use serde::{Deserialize, Serialize};
 
 /// How agents' memories are connected (spec §3.4).
@@ -114,6 +115,11 @@ pub struct MemoryBank {
     /// Each item's backend Q, dense, so ranking candidates need not touch whole items. Kept in
     /// step by `insert` and `sync_backend_q`.
     backend_q: Vec<f64>,
+    /// Each item's backend snapshot and scope key, dense for the same reason (see
+    /// [`super::dense`]); taken at insert, when both are final.
+    snapshots: Vec<(f64, f64, Taint)>,
+    scope_keys: Vec<ScopeKey>,
+    classes: ClassTable,
     text_embeddings: Vec<Option<Box<[f32]>>>,
     intent_table: IntentTable,
     dim: usize,
@@ -135,6 +141,9 @@ impl MemoryBank {
         MemoryBank {
             items: Vec::with_capacity(items),
             backend_q: Vec::with_capacity(items),
+            snapshots: Vec::with_capacity(items),
+            scope_keys: Vec::with_capacity(items),
+            classes: ClassTable::default(),
             text_embeddings: Vec::new(),
             intent_table: IntentTable::default(),
             dim,
@@ -174,6 +183,9 @@ impl MemoryBank {
         }
         self.location.push(place);
         self.backend_q.push(item.backend_q);
+        self.snapshots.push(item.backend_snapshot);
+        let key = self.classes.key_of(&item);
+        self.scope_keys.push(key);
         self.items.push(item);
         self.text_embeddings.push(None);
         id
@@ -197,6 +209,29 @@ impl MemoryBank {
     /// Refreshes the dense copy of item `id`'s backend Q.
     pub fn sync_backend_q(&mut self, id: ItemId) {
         self.backend_q[id as usize] = self.items[id as usize].backend_q;
+    }
+
+    /// The id of task class `class` in the bank's class table (`None`: no item names it).
+    /// Look it up once per reader, then pass it to [`Self::prescore_input`].
+    pub fn class_id(&self, class: &str) -> Option<u32> {
+        self.classes.id(class)
+    }
+
+    /// What a backend pre-score reads of item `id` for `agent` reading in `task_class` (whose
+    /// id is `class_id`), from the dense copies.
+    pub fn prescore_input(&self, id: ItemId, agent: u32, task_class: &str, class_id: Option<u32>) -> PrescoreInput {
+        let i = id as usize;
+        let sv = match self.scope_keys[i].violation(agent, class_id) {
+            Some(v) => v,
+            None => self.items[i].scope_violation(agent, task_class),
+        };
+        let input = PrescoreInput { backend_q: self.backend_q[i], snapshot: self.snapshots[i], scope_violation: sv };
+        debug_assert_eq!(
+            input,
+            PrescoreInput::of(&self.items[i], agent, task_class),
+            "dense copy of item {id} is stale"
+        );
+        input
     }
 
     /// The text embedding of item `id`, if computed.

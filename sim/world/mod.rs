@@ -1166,6 +1166,7 @@ impl<'a> World<'a> {
             if self.prescore_memo.len() < self.bank.len() {
                 self.prescore_memo.resize(self.bank.len(), (0, 0, 0.0));
             }
+            let class_id = self.bank.class_id(class);
             // The best `backend_k` of the whole pool by pre-score, in one bounded pass. Ties keep
             // candidate order (private store first, then shared): the position breaks them.
             let order = |a: &(f64, usize, ItemId, bool), b: &(f64, usize, ItemId, bool)| {
@@ -1183,7 +1184,8 @@ impl<'a> World<'a> {
                     let p = if pure && m.0 == stamp && m.1 == agent {
                         m.2
                     } else {
-                        let p = self.guard.prescore(self.bank.get(id), s, reader);
+                        let input = self.bank.prescore_input(id, agent, class, class_id);
+                        let p = self.guard.prescore(input, s);
                         self.prescore_memo[i] = (stamp, agent, p);
                         p
                     };

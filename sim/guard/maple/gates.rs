@@ -3,7 +3,7 @@
 
 use super::config::MapleConfig;
 use super::risk::{QueryContext, RiskSignals, clamp01, lifecycle_risk};
-use crate::memory::{MemoryItem, MemoryTopology, Scope, Status, Taint};
+use crate::memory::{MemoryItem, MemoryTopology, PrescoreInput, Scope, Status, Taint};
 use crate::text::{QueryFeatures, REWRITE_PREFIX, token_overlap};
 use serde::Serialize;
 
@@ -140,10 +140,15 @@ fn base_taint_penalty(t: Taint, cfg: &MapleConfig) -> f64 {
 /// The backend's MAPLE pre-score used to re-sort the candidate pool (spec §3.3 and C5):
 /// sim + 0.8·Q + 0.5·τ − h − taint penalty − 2·sv, on the values captured at add time.
 pub fn backend_prescore(item: &MemoryItem, sim: f64, reader: Reader<'_>, cfg: &MapleConfig) -> f64 {
+    prescore_of(PrescoreInput::of(item, reader.agent, reader.task_class), sim, cfg)
+}
+
+/// [`backend_prescore`] from the bank's dense copies of the item.
+pub fn prescore_of(input: PrescoreInput, sim: f64, cfg: &MapleConfig) -> f64 {
     let s = &cfg.score;
-    let (tau, h, taint) = item.backend_snapshot;
-    let sv = if item.scope_violation(reader.agent, reader.task_class) { 1.0 } else { 0.0 };
-    sim + s.beta_q * item.backend_q + s.gamma_trust * tau
+    let (tau, h, taint) = input.snapshot;
+    let sv = if input.scope_violation { 1.0 } else { 0.0 };
+    sim + s.beta_q * input.backend_q + s.gamma_trust * tau
         - s.lambda_hazard * h
         - s.eta_taint * base_taint_penalty(taint, cfg)
         - s.rho_scope * sv

@@ -6,10 +6,11 @@ mod provenance;
 mod risk;
 
 pub use crate::memory::LINEAGE_MARKERS;
+use crate::memory::PrescoreInput;
 pub use config::*;
 pub use gates::{
-    Action, Decision, ReadScore, Reader, apply_rewrite, backend_prescore, broker_decision, promotion_gate, read_score,
-    write_gate,
+    Action, Decision, ReadScore, Reader, apply_rewrite, backend_prescore, broker_decision, prescore_of, promotion_gate,
+    read_score, write_gate,
 };
 pub use provenance::{FeedbackPolicy, OutcomeParams, ProvenanceMode, StrictChannel, apply_outcome, apply_strict_view};
 pub use risk::{QueryContext, RiskSignals, derive_provenance, lifecycle_risk};
@@ -109,8 +110,8 @@ impl Guard for MapleGuard {
             || (self.cfg.ablations_get_full_pool && self.cfg.variant != MapleVariant::NoRetrieval)
     }
 
-    fn prescore(&self, item: &MemoryItem, sim: f64, reader: Reader<'_>) -> f64 {
-        backend_prescore(item, sim, reader, &self.cfg)
+    fn prescore(&self, input: PrescoreInput, sim: f64) -> f64 {
+        prescore_of(input, sim, &self.cfg)
     }
 
     fn broker(&self, item: &MemoryItem, reader: Reader<'_>, topology: MemoryTopology) -> Decision {
