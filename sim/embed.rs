@@ -24,7 +24,10 @@ pub struct Embedder {
     dim: usize,
     seed: u64,
     global: Vec<f32>,
-    words: Vec<Option<Box<[f32]>>>,
+    /// Word vectors by symbol, `dim` floats each, in one table so a text's words are summed
+    /// without chasing a pointer per word; `has_word[sym]` says whether the row is filled.
+    words: Vec<f32>,
+    has_word: Vec<bool>,
     content: Vec<bool>,
 }
 
@@ -88,6 +91,7 @@ impl Embedder {
             seed,
             global: unit_from_key(dim, mix64(seed ^ 0x0061_06a1)),
             words: Vec::new(),
+            has_word: Vec::new(),
             content: Vec::new(),
         }
     }
@@ -111,16 +115,20 @@ impl Embedder {
         self.content.get(sym as usize).copied().unwrap_or(false)
     }
 
-    fn word(&mut self, sym: Sym, lex: &Lexicon) -> &[f32] {
-        let i = sym as usize;
-        if self.words.len() <= i {
-            self.words.resize(i + 1, None);
+    /// Fills the vector row of every symbol in `tokens` not seen before.
+    fn fill_words(&mut self, tokens: &[Sym], lex: &Lexicon) {
+        for &sym in tokens {
+            let i = sym as usize;
+            if self.has_word.len() <= i {
+                self.has_word.resize(i + 1, false);
+                self.words.resize((i + 1) * self.dim, 0.0);
+            }
+            if !self.has_word[i] {
+                let key = mix64(self.seed ^ fnv(lex.word(sym).as_bytes()));
+                self.words[i * self.dim..(i + 1) * self.dim].copy_from_slice(&unit_from_key(self.dim, key));
+                self.has_word[i] = true;
+            }
         }
-        if self.words[i].is_none() {
-            let key = mix64(self.seed ^ fnv(lex.word(sym).as_bytes()));
-            self.words[i] = Some(unit_from_key(self.dim, key).into_boxed_slice());
-        }
-        self.words[i].as_deref().expect("just set")
     }
 
     /// The embedding of a text with overlap tokens `tokens`; `jitter_key` identifies the text.
@@ -128,10 +136,11 @@ impl Embedder {
     /// with no content words still points somewhere of its own rather than at the global mean.
     pub fn embed(&mut self, tokens: &[Sym], jitter_key: u64, lex: &Lexicon) -> Vec<f32> {
         let dim = self.dim;
+        self.fill_words(tokens, lex);
         let mut bag = vec![0f32; dim];
         for &t in tokens {
             let weight = if self.is_content(t) { 1.0 } else { BOILERPLATE_WEIGHT };
-            let w = self.word(t, lex);
+            let w = &self.words[t as usize * dim..(t as usize + 1) * dim];
             bag.iter_mut().zip(w).for_each(|(b, x)| *b += weight * x);
         }
         normalise(&mut bag);

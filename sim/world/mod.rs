@@ -769,12 +769,16 @@ impl<'a> World<'a> {
     /// What the strict ledger inherits from memories an agent consumed (spec §3.6): the worst
     /// of their taints (clean < unverified < external < poisoned) and their ids as lineage.
     fn ledger_inputs(&self, consumed: impl Iterator<Item = ItemId>) -> (Taint, Vec<String>) {
+        // Only the strict ledger reads the lineage; recomputed provenance would drop it.
+        let keep_names = self.scn.protocol.provenance == ProvenanceMode::StrictLedger;
         let mut taint = Taint::Clean;
         let mut names = Vec::new();
         for id in consumed {
             let it = self.bank.get(id);
             taint = taint.max(it.taint);
-            names.push(it.name.clone());
+            if keep_names {
+                names.push(it.name.clone());
+            }
         }
         (taint, names)
     }
@@ -824,14 +828,14 @@ impl<'a> World<'a> {
             report.iter().zip(&retention).map(|(id, r)| (*id, *r == Retention::Verbatim)).collect();
         // The handoff's own task's target: under async timing a handoff can land after its task
         // has finished and the next one has started.
-        let target = self.targets.get(&task).cloned();
+        let now = self.now();
         let label = label_handoff(
             &self.oracle,
             self.is_attacker[src as usize],
             &reported,
             task,
-            target.as_ref().map(|(t, tok)| (*t, tok.as_slice())),
-            self.now(),
+            self.targets.get(&task).map(|(t, tok)| (*t, tok.as_slice())),
+            now,
         );
         self.commit(item, Scope::Private, dst, (StrictChannel::PeerMessage, taint, parents), label);
     }
@@ -878,7 +882,9 @@ impl<'a> World<'a> {
             kinds.push((render::SentenceKind::Fallback, None));
         }
         let mut experience = render::handoff_header(t, round, src, dst);
-        let mut parts: Vec<Rc<Fragment>> = Vec::with_capacity(8);
+        // Header, up to three (intro, body) pairs, footer.
+        let mut frags: Vec<Rc<Fragment>> = Vec::with_capacity(8);
+        frags.push(header);
         for (kind, id) in kinds {
             let intro = match self.intro_texts.get(&(kind, src)) {
                 Some(x) => x.clone(),
@@ -897,7 +903,7 @@ impl<'a> World<'a> {
                 }
             };
             experience.push_str(&intro);
-            parts.push(intro_frag);
+            frags.push(intro_frag);
             // Bodies are cached by their text: the copies of one payload share it.
             let body = id.and_then(|id| match self.body_texts.get(&(id, kind)) {
                 Some(t) => t.clone(),
@@ -917,13 +923,10 @@ impl<'a> World<'a> {
                     }
                 };
                 experience.push_str(&text);
-                parts.push(f);
+                frags.push(f);
             }
         }
         experience.push_str(&footer_text);
-        let mut frags: Vec<Rc<Fragment>> = Vec::with_capacity(parts.len() + 2);
-        frags.push(header);
-        frags.extend(parts);
         frags.push(footer);
         let features = if composable(&frags) {
             compose(&intent_frag, &frags)
