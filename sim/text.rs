@@ -387,9 +387,25 @@ pub struct QueryFeatures {
     pub qctx_fixed: f64,
     /// The query carries tool output or an `<information>` block.
     pub tool_context: bool,
+    /// `tokens` as a bit set by symbol, for overlap counts without a merge (which branches
+    /// unpredictably on every step). Empty when the features were not built by
+    /// [`analyze_query`]; [`Self::overlap`] then merges.
+    token_bits: Vec<u64>,
 }
 
 impl QueryFeatures {
+    /// [`token_overlap`] of the query's tokens with `memory` (sorted, distinct).
+    pub fn overlap(&self, memory: &[Sym]) -> f64 {
+        if self.token_bits.is_empty() {
+            return token_overlap(&self.tokens, memory);
+        }
+        let bits = &self.token_bits;
+        let inter: u64 = memory.iter().map(|&t| bits.get(t as usize >> 6).map_or(0, |w| (w >> (t & 63)) & 1)).sum();
+        let o = inter as f64 / (self.tokens.len().min(memory.len()).max(1)) as f64;
+        debug_assert_eq!(o, token_overlap(&self.tokens, memory), "query token bits out of step");
+        o
+    }
+
     /// qctx under the chosen FORBIDDEN semantics.
     pub fn qctx(&self, fix_case_quirk: bool) -> f64 {
         if fix_case_quirk { self.qctx_fixed } else { self.qctx_quirk }
@@ -702,8 +718,14 @@ pub fn analyze_query(query: &str, lex: &mut Lexicon) -> QueryFeatures {
         }
         clamp01(r)
     };
+    let tokens = tokens_of(&lower, lex);
+    let mut token_bits = vec![0u64; tokens.last().map_or(0, |t| *t as usize / 64 + 1)];
+    for t in &tokens {
+        token_bits[*t as usize >> 6] |= 1 << (t & 63);
+    }
     QueryFeatures {
-        tokens: tokens_of(&lower, lex),
+        tokens,
+        token_bits,
         rare_trigger: rare_trigger_risk(query, &lower),
         mentions_trigger: lower.contains("trigger"),
         qctx_quirk: qctx(forbidden_quirk),

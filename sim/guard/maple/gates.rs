@@ -4,7 +4,7 @@
 use super::config::MapleConfig;
 use super::risk::{QueryContext, RiskSignals, clamp01, lifecycle_risk};
 use crate::memory::{MemoryItem, MemoryTopology, PrescoreInput, Scope, Status, Taint};
-use crate::text::{QueryFeatures, REWRITE_PREFIX, token_overlap};
+use crate::text::{QueryFeatures, REWRITE_PREFIX};
 use serde::Serialize;
 
 /// What a gate decided.
@@ -166,7 +166,7 @@ pub fn read_score(
     let s = &cfg.score;
     let fix = cfg.fix_forbidden_case_quirk;
     let r = lifecycle_risk(item, Some(QueryContext { query, sim }), cluster_share, cfg);
-    let overlap = token_overlap(&query.tokens, item.features.tokens.get());
+    let overlap = query.overlap(item.features.tokens.get());
     let instr = item.features.instruction_like(fix);
     let clean = item.taint == Taint::Clean;
     let qctx = query.qctx(fix);

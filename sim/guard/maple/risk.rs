@@ -3,7 +3,7 @@
 
 use super::config::MapleConfig;
 use crate::memory::{LINEAGE_MARKERS, MemoryItem, Scope, Taint};
-use crate::text::{QueryFeatures, token_overlap};
+use crate::text::QueryFeatures;
 use serde::Serialize;
 
 const DIRECT_SOURCES: [&str; 5] = ["direct_memory", "imported", "external", "tool", "environment"];
@@ -148,9 +148,10 @@ pub fn lifecycle_risk(
 
     let mut tr = f.rare_trigger;
     if let Some(q) = query {
-        if !q.query.tokens.is_empty()
-            && token_overlap(&q.query.tokens, f.tokens.get()) >= s.trigger_overlap_min
-            && (tr > 0.0 || q.query.rare_trigger > 0.0)
+        // The cheap conditions first: the overlap only matters when one of them holds.
+        if (tr > 0.0 || q.query.rare_trigger > 0.0)
+            && !q.query.tokens.is_empty()
+            && q.query.overlap(f.tokens.get()) >= s.trigger_overlap_min
         {
             tr += s.trigger_query_overlap;
         }
