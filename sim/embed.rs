@@ -68,16 +68,17 @@ fn normalise(v: &mut [f32]) {
 /// compiler can vectorise it and the result is still the same on every run.
 pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
     let mut acc = [0f32; 8];
-    let chunks = a.len() / 8;
-    for c in 0..chunks {
-        let (x, y) = (&a[c * 8..c * 8 + 8], &b[c * 8..c * 8 + 8]);
+    let (xs, ys) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (xt, yt) = (xs.remainder(), ys.remainder());
+    for (x, y) in xs.zip(ys) {
+        let (x, y): (&[f32; 8], &[f32; 8]) = (x.try_into().expect("chunk of 8"), y.try_into().expect("chunk of 8"));
         for k in 0..8 {
             acc[k] += x[k] * y[k];
         }
     }
     let mut tail = 0f32;
-    for i in chunks * 8..a.len() {
-        tail += a[i] * b[i];
+    for (x, y) in xt.iter().zip(yt) {
+        tail += x * y;
     }
     let s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
     f64::from(s + tail)
