@@ -1024,6 +1024,12 @@ impl<'a> World<'a> {
         st.call_time[round as usize][agent as usize] = now;
     }
 
+    /// The backend's top-k of `cands` by hybrid score, or nothing for a guard that ranks the
+    /// whole pool itself (see [`Guard::full_pool`]): it would never be read.
+    fn backend_selection(&self, cands: &[(f64, ItemId)], k: usize) -> Rc<[usize]> {
+        if self.guard.full_pool() { Rc::new([]) } else { hybrid_top_k(cands, &self.bank, k) }
+    }
+
     /// A store's backend candidates for the current task (spec §3.3 stage 1): similarity per
     /// intent, the top `backend_k` intents expanded to their memories, and the indices of the
     /// `top_k` best by hybrid score 0.5·z_sim + 0.5·z_q. Within a task the query and every Q are
@@ -1081,7 +1087,7 @@ impl<'a> World<'a> {
                 .flat_map(|(s, g)| groups[*g].members.iter().map(move |id| (*s, *id)))
                 .filter(|(_, id)| !reader_dependent || topo.shared_visible(self.bank.get(*id), agent, self.scn.agents)),
         );
-        let best = hybrid_top_k(&cands, &self.bank, k);
+        let best = self.backend_selection(&cands, k);
         let cands = Rc::new(cands);
         let st = self.cur.as_mut().expect("task");
         let cache = &mut st.store_cache[slot];
@@ -1122,7 +1128,7 @@ impl<'a> World<'a> {
         let mut ranked: Vec<(f64, usize, ItemId)> = cands.iter().enumerate().map(|(i, (s, id))| (*s, i, *id)).collect();
         top_k(&mut ranked, bk, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         let cands: Vec<(f64, ItemId)> = ranked.into_iter().map(|(s, _, id)| (s, id)).collect();
-        let best = hybrid_top_k(&cands, &self.bank, k);
+        let best = self.backend_selection(&cands, k);
         let cands: Candidates = Rc::new(cands);
         let st = self.cur.as_mut().expect("task");
         let cache = &mut st.store_cache[slot];
@@ -1146,6 +1152,7 @@ impl<'a> World<'a> {
         // Each store's candidates are shared with the store cache, not copied.
         let mut pools: [Option<Candidates>; 2] = [None, None];
         let mut selected: Vec<(ItemId, bool)> = Vec::new();
+        let full_pool = self.guard.full_pool();
         for (store_idx, shared) in [(0u64, false), (1u64, true)] {
             if shared && topo == MemoryTopology::PrivateOnly {
                 continue;
@@ -1156,16 +1163,23 @@ impl<'a> World<'a> {
             } else {
                 self.store_candidates(slot, shared, agent)
             };
-            let mut rng = self
-                .streams
-                .rng(StreamKind::Exploration, &[u64::from(task), u64::from(agent), u64::from(round), store_idx]);
-            let explore = rng.bernoulli(proto.epsilon);
-            let picks: Vec<usize> = if explore { rng.sample_indices(cands.len(), k) } else { best.to_vec() };
-            selected.extend(picks.iter().map(|i| (cands[*i].1, shared)));
+            // The backend's own selection (ε-exploration or the hybrid top-k); a full-pool guard
+            // ranks the whole pool itself, and the exploration stream is the selection's alone,
+            // so skipping both there changes nothing else.
+            if !full_pool {
+                let mut rng = self
+                    .streams
+                    .rng(StreamKind::Exploration, &[u64::from(task), u64::from(agent), u64::from(round), store_idx]);
+                if rng.bernoulli(proto.epsilon) {
+                    selected.extend(rng.sample_indices(cands.len(), k).iter().map(|i| (cands[*i].1, shared)));
+                } else {
+                    selected.extend(best.iter().map(|i| (cands[*i].1, shared)));
+                }
+            }
             pools[store_idx as usize] = Some(cands);
         }
         let (pure, stamp) = (self.guard.score_is_pure(), self.memo_stamp);
-        let mut pool: Vec<(ItemId, bool)> = if self.guard.full_pool() {
+        let mut pool: Vec<(ItemId, bool)> = if full_pool {
             if self.prescore_memo.len() < self.bank.len() {
                 self.prescore_memo.resize(self.bank.len(), (0, 0, 0.0));
             }
