@@ -191,6 +191,17 @@ impl Default for StoreCache {
     }
 }
 
+/// Buffers a retrieval reuses instead of allocating its intermediate lists anew (a paper run
+/// retrieves ~5,000 times).
+#[derive(Default)]
+struct RetrieveScratch {
+    ranked: Vec<(f64, usize, ItemId, bool)>,
+    pool: Vec<(ItemId, bool)>,
+    blocked: Vec<(ItemId, &'static str, &'static str)>,
+    keys: Vec<Option<u8>>,
+    top: Vec<(f64, usize, ItemId, f64)>,
+}
+
 /// One run of one arm.
 pub struct World<'a> {
     scn: &'a Scenario,
@@ -221,6 +232,7 @@ pub struct World<'a> {
     verdict_memo: Vec<(u32, u32, u64, usize, crate::guard::ReadVerdict)>,
     /// Per item: (stamp, reader, backend pre-score) for the current task.
     prescore_memo: Vec<(u32, u32, f64)>,
+    scratch: RetrieveScratch,
     memo_stamp: u32,
     body_texts: HashMap<(ItemId, render::SentenceKind), Option<Rc<str>>>,
     sentence_intros: HashMap<render::SentenceKind, Rc<Fragment>>,
@@ -328,6 +340,7 @@ impl<'a> World<'a> {
             sim_memo: Vec::new(),
             verdict_memo: Vec::new(),
             prescore_memo: Vec::new(),
+            scratch: RetrieveScratch::default(),
             memo_stamp: 0,
             body_texts: HashMap::default(),
             sentence_intros: HashMap::default(),
@@ -1189,7 +1202,8 @@ impl<'a> World<'a> {
             let order = |a: &(f64, usize, ItemId, bool), b: &(f64, usize, ItemId, bool)| {
                 b.0.total_cmp(&a.0).then(a.1.cmp(&b.1))
             };
-            let mut ranked: Vec<(f64, usize, ItemId, bool)> = Vec::with_capacity(bk + 1);
+            let mut ranked = std::mem::take(&mut self.scratch.ranked);
+            ranked.clear();
             let mut position = 0usize;
             for (store_idx, cands) in pools.iter().enumerate() {
                 let shared = store_idx == 1;
@@ -1210,12 +1224,17 @@ impl<'a> World<'a> {
                     position += 1;
                 }
             }
-            ranked.into_iter().map(|(_, _, id, sh)| (id, sh)).collect()
+            let mut pool = std::mem::take(&mut self.scratch.pool);
+            pool.clear();
+            pool.extend(ranked.iter().map(|(_, _, id, sh)| (*id, *sh)));
+            self.scratch.ranked = ranked;
+            pool
         } else {
             selected
         };
         // The cross-agent broker on shared items.
-        let mut blocked: Vec<(ItemId, &'static str, &'static str)> = Vec::new();
+        let mut blocked = std::mem::take(&mut self.scratch.blocked);
+        blocked.clear();
         pool.retain(|(id, shared)| {
             if !*shared {
                 return true;
@@ -1229,14 +1248,22 @@ impl<'a> World<'a> {
             }
         });
         // Cluster share over every candidate handed to scoring (spec C11).
-        let keys: Vec<Option<u8>> = pool.iter().map(|(id, _)| self.bank.get(*id).features.answer_key).collect();
+        let mut keys = std::mem::take(&mut self.scratch.keys);
+        keys.clear();
+        keys.extend(pool.iter().map(|(id, _)| self.bank.get(*id).features.answer_key));
         let keyed = keys.iter().filter(|k| k.is_some()).count();
         let mut key_counts = [0usize; 5];
         for k in keys.iter().flatten() {
             key_counts[*k as usize] += 1;
         }
         let query_emb = self.cur.as_ref().expect("task").query_emb.clone();
-        let mut scored: Vec<(f64, ItemId, f64)> = Vec::with_capacity(pool.len());
+        // The best `top_k` unblocked candidates by score, in one bounded pass; ties keep
+        // candidate order (spec C11): the position among unblocked candidates breaks them.
+        let order =
+            |a: &(f64, usize, ItemId, f64), b: &(f64, usize, ItemId, f64)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
+        let mut top = std::mem::take(&mut self.scratch.top);
+        top.clear();
+        let mut unblocked = 0usize;
         for (i, (id, _)) in pool.iter().enumerate() {
             let share = match keys[i] {
                 Some(key) => key_counts[key as usize] as f64 / keyed.max(1) as f64,
@@ -1272,14 +1299,12 @@ impl<'a> World<'a> {
             let floor_block = self.guard.min_score().is_some_and(|m| v.score < m);
             match v.blocked.or(floor_block.then_some("low_score")) {
                 Some(reason) => blocked.push((*id, "read", reason)),
-                None => scored.push((v.score, *id, sim)),
+                None => {
+                    insert_bounded(&mut top, k, (v.score, unblocked, *id, sim), order);
+                    unblocked += 1;
+                }
             }
         }
-        // Stable order: ties keep candidate order (spec C11).
-        let mut ranked: Vec<(f64, usize, ItemId, f64)> =
-            scored.into_iter().enumerate().map(|(i, (s, id, sim))| (s, i, id, sim)).collect();
-        top_k(&mut ranked, k, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-        let scored: Vec<(f64, ItemId, f64)> = ranked.into_iter().map(|(s, _, id, sim)| (s, id, sim)).collect();
         for (id, _) in &pool {
             self.bank.get_mut(*id).retrieved_count += 1;
         }
@@ -1288,21 +1313,27 @@ impl<'a> World<'a> {
                 blocked.iter().map(|(id, _, reason)| (self.bank.get(*id), *reason)).collect();
             self.guard.observe_read_blocks(&seen);
         }
-        for (id, stage, reason) in blocked {
+        for &(id, stage, reason) in &blocked {
             if stage == "read" {
                 self.bank.get_mut(id).blocked_count += 1;
             }
             self.recorder.read_block(&self.oracle, id, stage, reason);
             self.trace.u64(u64::from(id));
         }
-        for (_, id, _) in &scored {
-            self.bank.get_mut(*id).selected_count += 1;
-            self.trace.u64(u64::from(*id));
+        for &(_, _, id, _) in &top {
+            self.bank.get_mut(id).selected_count += 1;
+            self.trace.u64(u64::from(id));
             if let Some(i) = self.inspection.as_mut() {
-                i.selections.push((task, round, agent, *id, self.bank.get(*id).status));
+                i.selections.push((task, round, agent, id, self.bank.get(id).status));
             }
         }
-        scored.into_iter().map(|(_, id, sim)| (id, sim)).collect()
+        let selection = top.iter().map(|&(_, _, id, sim)| (id, sim)).collect();
+        // Hand the buffers back for the next retrieval.
+        self.scratch.top = top;
+        self.scratch.blocked = blocked;
+        self.scratch.keys = keys;
+        self.scratch.pool = pool;
+        selection
     }
 
     /// Every agent has answered `round`: the message guard reviews, then metrics observe it.
