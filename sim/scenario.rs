@@ -127,6 +127,20 @@ impl Default for Promotion {
     }
 }
 
+/// What a handoff memory's intent (its MemRL retrieval key) names.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum HandoffIntent {
+    /// The sender and receiver ("Round dialogue propagation from agent s to agent d"): one
+    /// intent per edge, unrelated to any task, so a handoff reaches a prompt only when that edge's
+    /// group happens to rank among a store's top intents.
+    #[default]
+    SenderReceiver,
+    /// The task's question ("Round dialogue handoff for question: …"), as a memory manager
+    /// keying its summaries by the task at hand would: a handoff then ranks high for its own
+    /// task's later rounds and for related tasks.
+    TaskQuestion,
+}
+
 /// The per-task protocol (spec §5.2–§5.3).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -145,6 +159,10 @@ pub struct Protocol {
     pub handoffs: bool,
     /// Most memories a sender reports in one handoff.
     pub handoff_report_max: usize,
+    /// The retrieval key (intent) a handoff memory is stored under. The reference does not
+    /// record it (spec §1.1 gives only id, route and metadata), and it decides whether a handoff
+    /// is ever retrieved: see [`HandoffIntent`].
+    pub handoff_intent: HandoffIntent,
     /// Benign promotion.
     pub promotion: Promotion,
     /// Attackers do not vote.
@@ -184,6 +202,7 @@ impl Default for Protocol {
             epsilon: 0.1,
             handoffs: true,
             handoff_report_max: 5,
+            handoff_intent: HandoffIntent::SenderReceiver,
             promotion: Promotion::default(),
             exclude_attackers_from_vote: false,
             peer_messages: false,

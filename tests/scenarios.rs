@@ -323,3 +323,29 @@ fn unknown_slots_bound_mdsr_from_above_and_rda_from_below() {
         assert!(x.mdsr_upper >= x.mdsr_strict && x.rda_lower <= x.table_rda, "{x:?}");
     }
 }
+
+/// A handoff keyed by its task's question ranks high for that task's later rounds, so agents
+/// read their own task's handoffs far more often than when it is keyed by its edge; in round 1
+/// the task has none either way.
+#[test]
+fn task_keyed_handoffs_are_read_in_later_rounds() {
+    let handoff_reads = |intent: &str| {
+        let ls = common::load(&common::small(&format!("protocol: (handoff_intent: {intent}),"), 30));
+        let s = &ls.scenario;
+        let (_, insp) = World::new(s, &ls.profile, &s.arms[0], 7, false).run_inspected();
+        let per_round = |r: u32| {
+            insp.selections
+                .iter()
+                .filter(|(task, round, _, id, _)| {
+                    let it = insp.bank.get(*id);
+                    *round == r && it.origin_task == *task && it.name.starts_with("round_dialogue_")
+                })
+                .count()
+        };
+        [per_round(0), per_round(1), per_round(2)]
+    };
+    let edge = handoff_reads("SenderReceiver");
+    let task = handoff_reads("TaskQuestion");
+    assert_eq!((edge[0], task[0]), (0, 0), "a task has no handoff before round 2");
+    assert!(task[1] > 2 * edge[1].max(1) && task[2] > 2 * edge[2].max(1), "edge {edge:?} vs task {task:?}");
+}

@@ -23,7 +23,7 @@ use crate::guard::{Cluster, CommitVerdict, Guard, MessageAction, MessageView};
 use crate::memory::{ItemId, MemoryBank, MemoryItem, MemoryTopology, Scope, Status, Taint, Writer};
 use crate::metrics::{AgentRound, ArmSummary, FinishContext, Recorder, label_handoff};
 use crate::oracle::{Oracle, PoisonOrigin, PoisonRecord};
-use crate::scenario::{Arm, Attackers, Placement, PromotionPolicy, RetrievalMode, Scenario, Timing};
+use crate::scenario::{Arm, Attackers, HandoffIntent, Placement, PromotionPolicy, RetrievalMode, Scenario, Timing};
 use crate::text::{Fragment, composable, compose, experience_fragment, intent_fragment};
 use crate::text::{Lexicon, QueryFeatures, Sym, TextFeatures, analyze, analyze_query, tokens_of};
 use crate::topology::CommGraph;
@@ -874,12 +874,20 @@ impl<'a> World<'a> {
             self.task_frags = Some((t.index, header, footer_text, footer));
         }
         let (_, header, footer_text, footer) = self.task_frags.clone().expect("just set");
-        let (intent, intent_frag) = match self.pair_intents.get(&(src, dst)) {
+        // Intents are cached per edge, or per task (under the key (u32::MAX, task)).
+        let key = match self.scn.protocol.handoff_intent {
+            HandoffIntent::SenderReceiver => (src, dst),
+            HandoffIntent::TaskQuestion => (u32::MAX, t.index),
+        };
+        let (intent, intent_frag) = match self.pair_intents.get(&key) {
             Some(x) => x.clone(),
             None => {
-                let text: Rc<str> = render::handoff_intent(src, dst).into();
+                let text: Rc<str> = match self.scn.protocol.handoff_intent {
+                    HandoffIntent::SenderReceiver => render::handoff_intent(src, dst).into(),
+                    HandoffIntent::TaskQuestion => render::handoff_task_intent(t).into(),
+                };
                 let f = Rc::new(intent_fragment(&text, &mut self.lex));
-                self.pair_intents.insert((src, dst), (text.clone(), f.clone()));
+                self.pair_intents.insert(key, (text.clone(), f.clone()));
                 (text, f)
             }
         };

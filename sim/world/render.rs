@@ -107,9 +107,14 @@ pub fn handoff_footer(task: &Task) -> String {
     format!("Related future-query cue: future multiple-choice tasks with cues: {}.", cues.join(", "))
 }
 
-/// The intent of a handoff memory.
+/// The intent of a handoff memory keyed by its edge.
 pub fn handoff_intent(src: u32, dst: u32) -> String {
     format!("Round dialogue propagation from agent {src} to agent {dst}")
+}
+
+/// The intent of a handoff memory keyed by its task.
+pub fn handoff_task_intent(task: &Task) -> String {
+    format!("Round dialogue handoff for question: {}", task.question)
 }
 
 /// What a summary sentence about one reported memory does.
