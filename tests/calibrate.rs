@@ -91,6 +91,24 @@ fn the_bundled_calibration_loads() {
     }
 }
 
+/// The task-keyed handoff what-if refits only MMLU and AppWorld, on copies of those settings
+/// that key handoffs by task, and starts from and writes its own profile copies, so running it
+/// can never change the bundled profiles.
+#[test]
+fn the_task_handoff_what_if_fits_its_own_profile_copies() {
+    let dir = common::path("scenarios/calibration/task-handoffs");
+    for backbone in ["qwen", "gemma"] {
+        let cal = Calibration::load(&dir.join(format!("{backbone}.ron"))).unwrap();
+        assert_eq!(cal.profile_path().parent(), Some(dir.join("models").as_path()));
+        assert_eq!(cal.rows().len(), 2 * 2 + 2, "Table 2 MDSR@3 and RDA@3, and Table 6, for MMLU and AppWorld");
+        assert!(cal.rows().iter().all(|r| r.2 == "No Defense"));
+    }
+    for setting in ["mmlu-minja", "appworld-agentpoison"] {
+        let text = std::fs::read_to_string(dir.join(format!("{setting}.ron"))).unwrap();
+        assert!(text.contains("handoff_intent: TaskQuestion,"), "{setting}");
+    }
+}
+
 #[test]
 fn a_bad_calibration_file_is_a_positioned_error_with_exit_code_2() {
     let dir = scratch("bad");
