@@ -191,6 +191,13 @@ impl Default for StoreCache {
     }
 }
 
+/// What a cached handoff intent names: an edge (sender, receiver) or a task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum HandoffIntentKey {
+    Edge(u32, u32),
+    Task(u32),
+}
+
 /// Buffers a retrieval reuses instead of allocating its intermediate lists anew (a paper run
 /// retrieves ~5,000 times).
 #[derive(Default)]
@@ -241,7 +248,8 @@ pub struct World<'a> {
     round_labels: Vec<String>,
     intent_fragments: HashMap<String, Rc<Fragment>>,
     part_fragments: HashMap<String, Rc<Fragment>>,
-    pair_intents: HashMap<(u32, u32), (Rc<str>, Rc<Fragment>)>,
+    /// Handoff intents and their fragments, by what they name (see [`HandoffIntentKey`]).
+    handoff_intents: HashMap<HandoffIntentKey, (Rc<str>, Rc<Fragment>)>,
     task_frags: Option<TaskFragments>,
     oracle: Oracle,
     recorder: Recorder,
@@ -349,7 +357,7 @@ impl<'a> World<'a> {
             round_labels: (0..=scn.protocol.rounds).map(|r| format!("pre_round_{r}")).collect(),
             intent_fragments: HashMap::default(),
             part_fragments: HashMap::default(),
-            pair_intents: HashMap::default(),
+            handoff_intents: HashMap::default(),
             task_frags: None,
             oracle: Oracle::new(),
             recorder: Recorder::new(scn.protocol.rounds, benign),
@@ -874,20 +882,19 @@ impl<'a> World<'a> {
             self.task_frags = Some((t.index, header, footer_text, footer));
         }
         let (_, header, footer_text, footer) = self.task_frags.clone().expect("just set");
-        // Intents are cached per edge, or per task (under the key (u32::MAX, task)).
         let key = match self.scn.protocol.handoff_intent {
-            HandoffIntent::SenderReceiver => (src, dst),
-            HandoffIntent::TaskQuestion => (u32::MAX, t.index),
+            HandoffIntent::SenderReceiver => HandoffIntentKey::Edge(src, dst),
+            HandoffIntent::TaskQuestion => HandoffIntentKey::Task(t.index),
         };
-        let (intent, intent_frag) = match self.pair_intents.get(&key) {
+        let (intent, intent_frag) = match self.handoff_intents.get(&key) {
             Some(x) => x.clone(),
             None => {
-                let text: Rc<str> = match self.scn.protocol.handoff_intent {
-                    HandoffIntent::SenderReceiver => render::handoff_intent(src, dst).into(),
-                    HandoffIntent::TaskQuestion => render::handoff_task_intent(t).into(),
+                let text: Rc<str> = match key {
+                    HandoffIntentKey::Edge(..) => render::handoff_intent(src, dst).into(),
+                    HandoffIntentKey::Task(_) => render::handoff_task_intent(t).into(),
                 };
                 let f = Rc::new(intent_fragment(&text, &mut self.lex));
-                self.pair_intents.insert(key, (text.clone(), f.clone()));
+                self.handoff_intents.insert(key, (text.clone(), f.clone()));
                 (text, f)
             }
         };
