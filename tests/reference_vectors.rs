@@ -4,7 +4,9 @@
 //! must match.
 
 use memlink::explain::{ExplainInput, ReadInput, ReadState, StrictView, build_item, explain, metadata_step};
-use memlink::guard::maple::{FeedbackPolicy, MapleConfig, OutcomeParams, ProvenanceMode, StrictChannel, apply_outcome};
+use memlink::guard::maple::{
+    BackendQCache, FeedbackPolicy, MapleConfig, OutcomeParams, ProvenanceMode, StrictChannel, apply_outcome,
+};
 use memlink::memory::{Scope, Taint};
 use memlink::text::Lexicon;
 use serde_json::Value;
@@ -194,4 +196,35 @@ fn outcome_updates_match_the_reference() {
         }
     }
     assert_eq!(checked, 3);
+}
+
+/// The backend value update (spec §4 step 3): with a stale cache every update starts from the
+/// value the item was indexed with, so rankings keep that value and the entry's Q sits one step
+/// from it; with a refreshed cache Q accumulates (0.6 → 0.44 after one failure, the doc's check).
+#[test]
+fn backend_value_updates_read_the_cache() {
+    let cfg = MapleConfig::default();
+    let v = vectors().into_iter().find(|v| v.get("outcome_updates").is_some()).expect("a vector with updates");
+    let input = input_of(&v);
+    let fresh = |mode: BackendQCache| {
+        let mut item = build_item(&input, &mut Lexicon::new());
+        item.utility_q = 0.6;
+        item.backend_q = 0.6;
+        (item, OutcomeParams { backend_cache: mode, ..OutcomeParams::default() })
+    };
+    let (mut stale, params) = fresh(BackendQCache::Stale);
+    apply_outcome(&mut stale, false, FeedbackPolicy::Full, ProvenanceMode::Recomputed, &params, &cfg);
+    assert!((stale.utility_q - 0.44).abs() < TOL, "one failure: {}", stale.utility_q);
+    apply_outcome(&mut stale, false, FeedbackPolicy::Full, ProvenanceMode::Recomputed, &params, &cfg);
+    assert!((stale.utility_q - 0.44).abs() < TOL, "a second failure starts from the cache: {}", stale.utility_q);
+    apply_outcome(&mut stale, true, FeedbackPolicy::Full, ProvenanceMode::Recomputed, &params, &cfg);
+    assert!((stale.utility_q - 0.64).abs() < TOL, "a success: {}", stale.utility_q);
+    assert_eq!(stale.backend_q, 0.6, "rankings keep the indexed value");
+    assert_eq!(stale.failure_count, 2, "counts still learn");
+
+    let (mut refreshed, params) = fresh(BackendQCache::Refreshed);
+    apply_outcome(&mut refreshed, false, FeedbackPolicy::Full, ProvenanceMode::Recomputed, &params, &cfg);
+    apply_outcome(&mut refreshed, false, FeedbackPolicy::Full, ProvenanceMode::Recomputed, &params, &cfg);
+    assert!((refreshed.utility_q - 0.296).abs() < TOL, "two failures accumulate: {}", refreshed.utility_q);
+    assert_eq!(refreshed.backend_q, refreshed.utility_q, "rankings see the current value");
 }

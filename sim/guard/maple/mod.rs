@@ -12,7 +12,9 @@ pub use gates::{
     Action, Decision, ReadScore, Reader, apply_rewrite, backend_prescore, broker_decision, prescore_of, promotion_gate,
     read_score, write_gate,
 };
-pub use provenance::{FeedbackPolicy, OutcomeParams, ProvenanceMode, StrictChannel, apply_outcome, apply_strict_view};
+pub use provenance::{
+    BackendQCache, FeedbackPolicy, OutcomeParams, ProvenanceMode, StrictChannel, apply_outcome, apply_strict_view,
+};
 pub use risk::{QueryContext, RiskSignals, derive_provenance, lifecycle_risk};
 
 use super::{CommitVerdict, Guard, GuardStage, ReadVerdict};

@@ -112,6 +112,8 @@ pub struct OutcomeParams {
     pub backend_alpha: f64,
     /// Whether the MemRL backend value update runs (policy `full` only).
     pub backend_update: bool,
+    /// Whether the backend's in-memory Q cache is refreshed by a value update (spec §4 step 3).
+    pub backend_cache: BackendQCache,
     /// Team reputation step after a correct task.
     pub reputation_up: f64,
     /// Team reputation step after a wrong task.
@@ -128,10 +130,31 @@ impl Default for OutcomeParams {
             hazard_up: 0.05,
             backend_alpha: 0.1,
             backend_update: true,
+            backend_cache: BackendQCache::Stale,
             reputation_up: 0.015,
             reputation_down: 0.020,
         }
     }
+}
+
+/// What the MemRL backend's in-memory Q cache does when a value update is persisted (spec §4
+/// step 3). The reference's single-update call writes the new value to the store and to the
+/// entry but does not refresh the cache, "so later retrieval rankings may see stale Q" (spec §4,
+/// inferred from the code). [`MemoryItem::backend_q`] is that cache: every ranking (the
+/// backend's hybrid top-k, the pre-scores) reads it; the entry's `utility_q` is what the core
+/// score S(m, q) reads.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BackendQCache {
+    /// Never refreshed: the cache keeps the value the item was indexed with, and each update
+    /// computes Q_b ← (1 − α_b)·Q_b + α_b·r from that cached value (the backend reads its own
+    /// in-memory value), so the entry's Q is one step from the indexed value, whichever way the
+    /// last outcome went. The reference does not record whether the update reads the cache or
+    /// the persisted value; this reading is the one under which the published AppWorld No
+    /// Defense rows are reachable at all (see README, "Calibration").
+    #[default]
+    Stale,
+    /// Refreshed on every update: Q_b accumulates and rankings see the current value.
+    Refreshed,
 }
 
 /// One outcome update of a used memory (spec §4 steps 1–3; C4: called once per selecting agent).
@@ -163,7 +186,10 @@ pub fn apply_outcome(
         derive_provenance(item, cfg);
     }
     if policy == FeedbackPolicy::Full && params.backend_update {
-        item.backend_q = (1.0 - params.backend_alpha) * item.backend_q + params.backend_alpha * r;
-        item.utility_q = item.backend_q;
+        let updated = (1.0 - params.backend_alpha) * item.backend_q + params.backend_alpha * r;
+        item.utility_q = updated;
+        if params.backend_cache == BackendQCache::Refreshed {
+            item.backend_q = updated;
+        }
     }
 }
