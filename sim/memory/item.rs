@@ -120,7 +120,9 @@ pub struct MemoryItem {
     pub features: TextFeatures,
     /// Utility Q (ρ in the paper) as the entry holds it.
     pub utility_q: f64,
-    /// Q as the MemRL backend holds it (hybrid ranking reads this one).
+    /// Q in the MemRL backend's in-memory cache: every ranking reads this one (hybrid top-k,
+    /// pre-scores). Under the default stale cache it keeps the value the item was indexed with
+    /// (see [`crate::guard::maple::BackendQCache`]).
     pub backend_q: f64,
     /// Trust τ, hazard h and taint as the backend captured them when the item was added.
     pub backend_snapshot: (f64, f64, Taint),
