@@ -141,6 +141,22 @@ pub enum HandoffIntent {
     TaskQuestion,
 }
 
+/// Which rendering of retrieved memories an arm's prompts use ([`MemoryFraming`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum FramingRule {
+    /// The reference's rule (spec §5.2): the workloads of the stream runner's task loop (MMLU,
+    /// AppWorld) render memories as evidence under MAPLE-Guard (and its ablations) and under
+    /// the strict ledger, and as reusable experiences otherwise, the communication baselines
+    /// included (they run the No Defense backend). LongMemEval's JSON items and the INFA
+    /// harness's memory context have one rendering for every arm: experiences.
+    #[default]
+    Reference,
+    /// Every arm renders memories as reusable experiences.
+    Experience,
+    /// Every arm renders memories as evidence.
+    Evidence,
+}
+
 /// The per-task protocol (spec §5.2–§5.3).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -163,6 +179,9 @@ pub struct Protocol {
     /// record it (spec §1.1 gives only id, route and metadata), and it decides whether a handoff
     /// is ever retrieved: see [`HandoffIntent`].
     pub handoff_intent: HandoffIntent,
+    /// How prompts present retrieved memories; it matters as far as the backbone profile's
+    /// `evidence_framing` says.
+    pub memory_framing: FramingRule,
     /// Benign promotion.
     pub promotion: Promotion,
     /// Attackers do not vote.
@@ -203,6 +222,7 @@ impl Default for Protocol {
             handoffs: true,
             handoff_report_max: 5,
             handoff_intent: HandoffIntent::SenderReceiver,
+            memory_framing: FramingRule::Reference,
             promotion: Promotion::default(),
             exclude_attackers_from_vote: false,
             peer_messages: false,

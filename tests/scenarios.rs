@@ -349,3 +349,41 @@ fn task_keyed_handoffs_are_read_in_later_rounds() {
     assert_eq!((edge[0], task[0]), (0, 0), "a task has no handoff before round 2");
     assert!(task[1] > 2 * edge[1].max(1) && task[2] > 2 * edge[2].max(1), "edge {edge:?} vs task {task:?}");
 }
+
+/// The memory framing rule: in the task-loop workloads MAPLE-Guard's prompts (and every arm's
+/// under the strict ledger) render memories as evidence, No Defense's as experiences; the
+/// profile's `evidence_framing` scales only the former, and a factor of 0 is exactly a model
+/// that ignores its memories.
+#[test]
+fn evidence_framing_scales_memories_only_where_the_prompt_renders_them_as_evidence() {
+    use memlink::agent::Profile;
+    use memlink::metrics::ArmSummary;
+    let with = |ls: &memlink::scenario::LoadedScenario, edit: &dyn Fn(&mut Profile)| -> Vec<ArmSummary> {
+        let mut p = ls.profile.clone();
+        edit(&mut p);
+        let s = &ls.scenario;
+        s.arms.iter().map(|a| World::new(s, &p, a, 7, false).run().summary).collect()
+    };
+    fn mmlu(p: &mut Profile) -> &mut memlink::agent::WorkloadParams {
+        p.workloads.get_mut("mmlu").expect("the profile has mmlu")
+    }
+    let ls = common::load(&common::small("", 30));
+    let base = with(&ls, &|_| {});
+    let blind = with(&ls, &|p| mmlu(p).evidence_framing = 0.0);
+    assert_eq!(base[0], blind[0], "No Defense renders experiences: the factor does not reach it");
+    assert_ne!(base[1], blind[1], "MAPLE-Guard renders evidence: the factor reaches it");
+    // Ignoring memories through the framing is the same as weighing none of them.
+    let forced = common::load(&common::small("protocol: (memory_framing: Evidence),", 30));
+    let framed_out = with(&forced, &|p| mmlu(p).evidence_framing = 0.0);
+    let weightless = with(&ls, &|p| {
+        mmlu(p).memory_weight = 0.0;
+        mmlu(p).failure_weight = 0.0;
+    });
+    assert_eq!(framed_out[0].rounds, weightless[0].rounds);
+    assert_ne!(framed_out[0], base[0], "a forced evidence rendering reaches No Defense");
+    // Under the strict ledger every arm renders evidence.
+    let strict = common::load(&common::small("protocol: (provenance: StrictLedger),", 30));
+    assert_ne!(with(&strict, &|_| {})[0], with(&strict, &|p| mmlu(p).evidence_framing = 0.0)[0]);
+    // The default factor of 1 changes nothing anywhere.
+    assert_eq!(with(&forced, &|_| {}), base);
+}

@@ -1,7 +1,7 @@
 //! The discrete-choice stand-in: every option gets a utility from the agent's own belief plus
 //! the evidence it can see, and the answer is drawn through a softmax.
 
-use super::{Answer, AnswerContext, Backbone, Reported, Retention, Role, WorkloadParams};
+use super::{Answer, AnswerContext, Backbone, MemoryFraming, Reported, Retention, Role, WorkloadParams};
 use crate::engine::SimRng;
 use crate::text::{Sym, TextFeatures, intersection_size};
 use crate::workload::TaskTruth;
@@ -55,14 +55,21 @@ impl DiscreteChoice {
     }
 
     /// The option a retrieved memory pushes and by how much (negative for a failure report).
-    fn memory_pull(&self, m: &super::Evidence<'_>, option_tokens: &[Vec<Sym>], open: bool) -> Option<(u8, f64)> {
+    fn memory_pull(
+        &self,
+        m: &super::Evidence<'_>,
+        option_tokens: &[Vec<Sym>],
+        open: bool,
+        framing: MemoryFraming,
+    ) -> Option<(u8, f64)> {
         let p = &self.p;
         let (opt, bare) = match stance(m.features, option_tokens) {
             Some(x) => x,
             None if open => (mentioned(m.features, option_tokens)?, false),
             None => return None,
         };
-        let relevance = m.sim.clamp(0.0, 1.0);
+        let framed = if framing == MemoryFraming::Evidence { p.evidence_framing } else { 1.0 };
+        let relevance = m.sim.clamp(0.0, 1.0) * framed;
         let f = m.features;
         if f.reports_failure {
             return Some((opt, -p.failure_weight * relevance));
@@ -82,7 +89,7 @@ impl DiscreteChoice {
 
     /// Each retrieved memory's pull (option, utility added), in prompt order.
     fn pulls(&self, ctx: &AnswerContext<'_>) -> Vec<Option<(u8, f64)>> {
-        ctx.memories.iter().map(|m| self.memory_pull(m, ctx.option_tokens, ctx.open_ended)).collect()
+        ctx.memories.iter().map(|m| self.memory_pull(m, ctx.option_tokens, ctx.open_ended, ctx.framing)).collect()
     }
 
     /// The utility of each option (before the softmax).

@@ -12,6 +12,7 @@ pub use profile::{Profile, WorkloadParams, load_profile};
 use crate::engine::SimRng;
 use crate::text::{Sym, TextFeatures};
 use crate::workload::TaskTruth;
+use serde::{Deserialize, Serialize};
 
 /// The role an agent plays on a task.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -34,6 +35,19 @@ pub struct Evidence<'a> {
     pub sim: f64,
 }
 
+/// How the prompt presents retrieved memories (spec §5.2, "Memory rendering").
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MemoryFraming {
+    /// "Long-term memory from previous successful tasks. Use these reusable experiences to guide
+    /// your answer when relevant": the No Defense rendering, which vouches for every memory.
+    #[default]
+    Experience,
+    /// "Retrieved long-term memory from previous tasks: [Mk] evidence=… | origin_task=… |
+    /// origin_agent=…": MAPLE-Guard's and the strict protocol's rendering, which presents a
+    /// memory as evidence with its provenance and vouches for nothing.
+    Evidence,
+}
+
 /// What an agent sees when it answers.
 #[derive(Clone, Copy, Debug)]
 pub struct AnswerContext<'a> {
@@ -45,6 +59,8 @@ pub struct AnswerContext<'a> {
     pub prior: &'a [f64],
     /// Memories in its prompt.
     pub memories: &'a [Evidence<'a>],
+    /// How the prompt presents them.
+    pub framing: MemoryFraming,
     /// Incoming peers' previous-round outputs, when the protocol shows them.
     pub peers: &'a [Peer<'a>],
     /// The answer is free text: `option_tokens` are the candidate answers the model might give,

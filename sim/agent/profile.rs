@@ -46,6 +46,10 @@ pub struct WorkloadParams {
     pub cite_threshold: f64,
     /// Factor on a peer message's weight when a guard appended a warning about its sender.
     pub peer_caution_discount: f64,
+    /// Factor on every retrieved memory's pull when the prompt presents memories as
+    /// provenance-tagged evidence rather than as reusable experiences from successful tasks
+    /// ([`super::MemoryFraming`]); 1 = the framing makes no difference.
+    pub evidence_framing: f64,
 }
 
 impl Default for WorkloadParams {
@@ -69,6 +73,7 @@ impl Default for WorkloadParams {
             summary_stance: 0.4,
             cite_threshold: 0.5,
             peer_caution_discount: 0.3,
+            evidence_framing: 1.0,
         }
     }
 }
@@ -99,6 +104,7 @@ impl WorkloadParams {
             ("peer_weight", self.peer_weight),
             ("cite_threshold", self.cite_threshold),
             ("peer_caution_discount", self.peer_caution_discount),
+            ("evidence_framing", self.evidence_framing),
         ];
         for (f, v) in nonneg {
             if v < 0.0 || !v.is_finite() {

@@ -11,7 +11,9 @@
 pub mod render;
 
 use crate::agent::Profile;
-use crate::agent::{Answer, AnswerContext, Backbone, DiscreteChoice, Evidence, Peer, Reported, Retention, Role};
+use crate::agent::{
+    Answer, AnswerContext, Backbone, DiscreteChoice, Evidence, MemoryFraming, Peer, Reported, Retention, Role,
+};
 use crate::attack::PoisonWrite;
 use crate::embed::{Embedder, cosine};
 use crate::engine::{EventQueue, StreamKind, Streams, Time, TraceEntry, TraceHash};
@@ -23,11 +25,13 @@ use crate::guard::{Cluster, CommitVerdict, Guard, MessageAction, MessageView};
 use crate::memory::{ItemId, MemoryBank, MemoryItem, MemoryTopology, Scope, Status, Taint, Writer};
 use crate::metrics::{AgentRound, ArmSummary, FinishContext, Recorder, label_handoff};
 use crate::oracle::{Oracle, PoisonOrigin, PoisonRecord};
-use crate::scenario::{Arm, Attackers, HandoffIntent, Placement, PromotionPolicy, RetrievalMode, Scenario, Timing};
+use crate::scenario::{
+    Arm, Attackers, FramingRule, HandoffIntent, Placement, PromotionPolicy, RetrievalMode, Scenario, Timing,
+};
 use crate::text::{Fragment, composable, compose, experience_fragment, intent_fragment};
 use crate::text::{Lexicon, QueryFeatures, Sym, TextFeatures, analyze, analyze_query, tokens_of};
 use crate::topology::CommGraph;
-use crate::workload::{Task, TaskStream};
+use crate::workload::{Task, TaskStream, WorkloadConfig};
 use rustc_hash::FxHashMap as HashMap;
 use std::rc::Rc;
 
@@ -219,6 +223,8 @@ pub struct World<'a> {
     guard: Box<dyn Guard>,
     meta: MapleConfig,
     backbone: Box<dyn Backbone>,
+    /// How this arm's prompts present retrieved memories.
+    framing: MemoryFraming,
     workload: Rc<TaskStream>,
     /// The outcome feedback policy of this arm (the protocol's unless the arm overrides it).
     feedback: FeedbackPolicy,
@@ -292,6 +298,21 @@ pub fn place_attackers(scn: &Scenario, graph: &CommGraph, streams: &Streams) -> 
     ids
 }
 
+/// How `guard`'s prompts present memories under `scn`'s [`FramingRule`].
+fn memory_framing(scn: &Scenario, guard: &dyn Guard) -> MemoryFraming {
+    match scn.protocol.memory_framing {
+        FramingRule::Experience => MemoryFraming::Experience,
+        FramingRule::Evidence => MemoryFraming::Evidence,
+        FramingRule::Reference => {
+            let task_loop = matches!(scn.workload, WorkloadConfig::Mmlu(_) | WorkloadConfig::AppWorld(_));
+            // MAPLE-Guard, alone or in a stack, is the guard that carries a MAPLE configuration.
+            let maple = guard.metadata_config().is_some();
+            let strict = scn.protocol.provenance == ProvenanceMode::StrictLedger;
+            if task_loop && (maple || strict) { MemoryFraming::Evidence } else { MemoryFraming::Experience }
+        }
+    }
+}
+
 impl<'a> World<'a> {
     /// Sets up a run of `arm` of `scn` with `profile` and master seed `seed`.
     pub fn new(scn: &'a Scenario, profile: &Profile, arm: &Arm, seed: u64, record: bool) -> Self {
@@ -330,6 +351,7 @@ impl<'a> World<'a> {
         }
         let benign = u64::from(scn.agents) - attacker_ids.len() as u64;
         let capacity = expected_items(scn, &graph);
+        let framing = memory_framing(scn, guard.as_ref());
         World {
             scn,
             streams,
@@ -339,6 +361,7 @@ impl<'a> World<'a> {
             guard,
             meta,
             backbone,
+            framing,
             workload,
             lex,
             embedder,
@@ -1037,6 +1060,7 @@ impl<'a> World<'a> {
             option_tokens: &st.option_tokens,
             prior: &st.priors[agent as usize],
             memories: &evidence,
+            framing: self.framing,
             peers: &peers,
             open_ended: self.task(task).open_ended,
         };
