@@ -406,3 +406,44 @@ fn a_detector_is_fitted_to_both_backbones_rows_each_run_with_its_own_profile() {
     assert!(fit.rows.iter().any(|r| r.backbone == "gemma-4-31b" && r.fitted));
     assert!(memlink::calibrate::report(&both, &fit).contains("Rows of `gemma-4-31b` as well"));
 }
+
+/// `source_settings`: one table's rows run another scenario of the same setting (the
+/// round-level tables run the strict protocol), with its own attacker sets; other rows keep
+/// the setting's scenario; an unknown setting is a positioned error.
+#[test]
+fn a_source_can_run_its_own_scenario_of_a_setting() {
+    let dir = scratch("source-settings");
+    let base = std::fs::read_to_string(small_calibration(&dir, r#""No Defense""#, 2)).unwrap();
+    let rounds = common::path("scenarios/paper/rounds/mmlu-minja.ron").display().to_string();
+    let with = |extra: &str, name: &str| {
+        let p = dir.join(name);
+        let text = base
+            .replace(r#"sources: ["table2"]"#, r#"sources: ["table2", "table11"]"#)
+            .replace("seeds: [42],", &format!("seeds: [42], {extra}"));
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let plain = Calibration::load(&with("", "plain.ron")).unwrap();
+    let strict = Calibration::load(&with(
+        &format!(
+            r#"source_settings: {{ "table11": {{ "mmlu_minja": "{rounds}" }} }}, attacker_sets: {{ "table11/mmlu_minja": [[0, 2, 7]] }},"#
+        ),
+        "strict.ron",
+    ))
+    .unwrap();
+    let x = [1.15];
+    let (a, b) = (plain.simulated(&x), strict.simulated(&x));
+    let rows = plain.rows();
+    assert_eq!(rows, strict.rows());
+    for (i, (line, setting, _, metric)) in rows.iter().enumerate() {
+        assert_eq!(setting, "mmlu_minja");
+        let table2 = metric.ends_with("@3") && *line <= 3;
+        if table2 {
+            assert_eq!(a[i], b[i], "a Table 2 row keeps its scenario ({metric})");
+        }
+    }
+    assert_ne!(a, b, "the Table 11 rows run the strict scenario");
+    let bad = with(r#"source_settings: { "table11": { "csqa": "x.ron" } },"#, "bad.ron");
+    let e = Calibration::load(&bad).err().expect("refused").to_string();
+    assert!(e.contains("bad.ron") && e.contains("source_settings") && e.contains("csqa"), "{e}");
+}

@@ -91,6 +91,11 @@ pub struct CalibrationSpec {
     /// Setting name → scenario file (relative to the calibration file); its arms must include
     /// every selected method by name.
     pub settings: BTreeMap<String, PathBuf>,
+    /// Per source table, setting name → scenario file replacing the one in `settings` for
+    /// that table's rows: a table the paper ran under another protocol (the round-level tables
+    /// on random graphs come from the strict matrix, spec §11).
+    #[serde(default)]
+    pub source_settings: BTreeMap<String, BTreeMap<String, PathBuf>>,
     /// The parameters to fit.
     pub parameters: Vec<FitParameter>,
     /// Seeds every evaluation runs (common random numbers).
@@ -143,6 +148,9 @@ fn default_floor() -> f64 {
 struct Row {
     target: Target,
     setting: String,
+    /// Key of the scenario the row runs: the setting's, or `source/setting` when
+    /// `source_settings` replaces it.
+    scenario: String,
     topologies: Vec<Topology>,
     mdsr: bool,
     round: usize,
@@ -265,6 +273,27 @@ fn is_maple(spec: &GuardSpec) -> bool {
     }
 }
 
+/// Separates the calibrations a profile's provenance lists.
+const PROVENANCE_SEPARATOR: &str = "; then ";
+
+/// A profile's provenance after a calibration that wrote `entry`: a profile fitted in stages
+/// (Tables 2 and 6, then Table 11) lists every stage's calibration in order. Refitting one
+/// stage replaces its own entry in place, so rerunning the stages gives the same bytes; any
+/// text that is not a calibration's entry (a hand-written note) is dropped.
+fn merge_provenance(old: &str, entry: &str) -> String {
+    let command = |e: &str| e.split_once(" (").map_or(e, |(c, _)| c).to_string();
+    let mut entries: Vec<String> = old
+        .split(PROVENANCE_SEPARATOR)
+        .filter(|e| e.starts_with("calibrated by `memlink calibrate "))
+        .map(str::to_string)
+        .collect();
+    match entries.iter_mut().find(|e| command(e) == command(entry)) {
+        Some(e) => *e = entry.to_string(),
+        None => entries.push(entry.to_string()),
+    }
+    entries.join(PROVENANCE_SEPARATOR)
+}
+
 impl Calibration {
     /// Loads a calibration file, its targets, profile and scenarios, and checks that no
     /// MAPLE-Guard row is selected.
@@ -339,7 +368,20 @@ impl Calibration {
                 _ => return Err(invalid("metrics", format!("MDSR@k or RDA@k, not `{}` (line {})", t.metric, t.line))),
             };
             let attack_free = t.source.contains("attack_free");
-            rows.push(Row { setting: t.setting.clone(), topologies, mdsr, round, attack_free, fitted, target: t });
+            let scenario = match spec.source_settings.get(&t.source) {
+                Some(m) if m.contains_key(&t.setting) => format!("{}/{}", t.source, t.setting),
+                _ => t.setting.clone(),
+            };
+            rows.push(Row {
+                setting: t.setting.clone(),
+                scenario,
+                topologies,
+                mdsr,
+                round,
+                attack_free,
+                fitted,
+                target: t,
+            });
         }
         if !rows.iter().any(|r| r.fitted) {
             return Err(invalid("rows", "a filter that selects at least one target row".into()));
@@ -356,16 +398,39 @@ impl Calibration {
                 }
             }
         }
+        let replaced = |key: &str| {
+            key.split_once('/')
+                .is_some_and(|(src, name)| spec.source_settings.get(src).is_some_and(|m| m.contains_key(name)))
+        };
         for (name, sets) in &spec.attacker_sets {
-            if !spec.settings.contains_key(name) {
-                return Err(invalid("attacker_sets", format!("a setting of `settings`, not `{name}`")));
+            if !spec.settings.contains_key(name) && !replaced(name) {
+                return Err(invalid(
+                    "attacker_sets",
+                    format!("a setting of `settings` or a `source/setting` of `source_settings`, not `{name}`"),
+                ));
             }
             if sets.is_empty() {
                 return Err(invalid("attacker_sets", format!("at least one attacker set for `{name}`")));
             }
         }
+        for (source, map) in &spec.source_settings {
+            for name in map.keys() {
+                if !spec.settings.contains_key(name) {
+                    return Err(invalid(
+                        "source_settings",
+                        format!("a setting of `settings`, not `{name}` ({source})"),
+                    ));
+                }
+            }
+        }
+        let sources = spec.settings.iter().map(|(name, rel)| (name.clone(), name.clone(), rel)).chain(
+            spec.source_settings
+                .iter()
+                .flat_map(|(src, m)| m.iter().map(move |(name, rel)| (format!("{src}/{name}"), name.clone(), rel))),
+        );
         let mut scenarios = BTreeMap::new();
-        for (name, rel) in &spec.settings {
+        for (key, name, rel) in sources {
+            let name = &name;
             let mut ls = load(&dir.join(rel))?;
             if let Some(n) = spec.tasks {
                 set_tasks(&mut ls, n);
@@ -388,12 +453,12 @@ impl Calibration {
                     ));
                 }
             }
-            for ids in spec.attacker_sets.get(name).into_iter().flatten() {
+            for ids in spec.attacker_sets.get(&key).or_else(|| spec.attacker_sets.get(name)).into_iter().flatten() {
                 let mut s = ls.scenario.clone();
                 s.attackers = crate::scenario::Attackers::Ids(ids.clone());
                 s.check().map_err(|(_, e)| invalid("attacker_sets", e))?;
             }
-            for r in rows.iter().filter(|r| &r.setting == name) {
+            for r in rows.iter().filter(|r| r.scenario == key) {
                 if !ls.scenario.arms.iter().any(|a| a.name == r.target.guard) {
                     return Err(invalid(
                         "settings",
@@ -404,7 +469,7 @@ impl Calibration {
                     return Err(invalid("settings", format!("scenario of `{name}` with at least {} rounds", r.round)));
                 }
             }
-            scenarios.insert(name.clone(), ls);
+            scenarios.insert(key, ls);
         }
         Ok(Calibration { spec, path: path.to_path_buf(), profile_path, profile, others, rows, scenarios })
     }
@@ -442,7 +507,7 @@ impl Calibration {
             Some(arm) => &r.target.guard == arm,
             None => {
                 r.target.backbone == self.profile.name
-                    && self.scenarios[&r.setting].scenario.workload.class() == p.workload
+                    && self.scenarios[&r.scenario].scenario.workload.class() == p.workload
             }
         }
     }
@@ -557,6 +622,13 @@ impl Calibration {
     }
 
     /// The seeds a setting's rows run: its fit seeds, or (`interval`) its interval seeds.
+    /// The attacker sets of a scenario key: its own entry (`source/setting`), else its
+    /// setting's.
+    fn attacker_sets(&self, scenario: &str) -> Option<&Vec<Vec<u32>>> {
+        let sets = &self.spec.attacker_sets;
+        sets.get(scenario).or_else(|| sets.get(scenario.rsplit('/').next().unwrap_or(scenario)))
+    }
+
     fn seeds_of(&self, setting: &str, interval: bool) -> &[u64] {
         let spec = &self.spec;
         let fit = spec.setting_seeds.get(setting).unwrap_or(&spec.seeds);
@@ -575,17 +647,16 @@ impl Calibration {
     /// row's topologies. Runs in parallel; results in a fixed order.
     fn simulate_seeds(&self, x: &[f64], interval: bool, which: &[usize]) -> Vec<Vec<f64>> {
         let profile = self.profile_with(x);
-        // Each distinct (setting, method, attack-free, topology, seed, attacker set, backbone)
+        // Each distinct (scenario, method, attack-free, topology, seed, attacker set, backbone)
         // run once.
         type Job = (String, String, bool, Topology, u64, usize, String);
-        let sets_of = |setting: &str| self.spec.attacker_sets.get(setting).map_or(1, |v| v.len().max(1));
         let mut jobs: Vec<Job> = Vec::new();
         for r in which.iter().map(|&k| &self.rows[k]) {
             for t in &r.topologies {
                 for &seed in self.seeds_of(&r.setting, interval) {
-                    for set in 0..sets_of(&r.setting) {
+                    for set in 0..self.attacker_sets(&r.scenario).map_or(1, |v| v.len().max(1)) {
                         let j = (
-                            r.setting.clone(),
+                            r.scenario.clone(),
                             r.target.guard.clone(),
                             r.attack_free,
                             t.clone(),
@@ -602,11 +673,11 @@ impl Calibration {
         }
         let results: Vec<crate::metrics::ArmSummary> = jobs
             .par_iter()
-            .map(|(setting, guard, attack_free, topo, seed, set, backbone)| {
-                let ls = &self.scenarios[setting];
+            .map(|(scenario, guard, attack_free, topo, seed, set, backbone)| {
+                let ls = &self.scenarios[scenario];
                 let mut s = ls.scenario.clone();
                 s.topology = topo.clone();
-                if let Some(ids) = self.spec.attacker_sets.get(setting).and_then(|v| v.get(*set)) {
+                if let Some(ids) = self.attacker_sets(scenario).and_then(|v| v.get(*set)) {
                     s.attackers = crate::scenario::Attackers::Ids(ids.clone());
                 }
                 if *attack_free {
@@ -633,7 +704,7 @@ impl Calibration {
                                     .iter()
                                     .zip(&results)
                                     .filter(|(j, _)| {
-                                        j.0 == r.setting
+                                        j.0 == r.scenario
                                             && j.1 == r.target.guard
                                             && j.2 == r.attack_free
                                             && &j.3 == t
@@ -831,7 +902,7 @@ impl Calibration {
     pub fn write_profile(&self, fit: &Fit, path: &Path) -> Result<String> {
         let x: Vec<f64> = fit.parameters.iter().map(|p| p.2).collect();
         let mut p = self.profile_with(&x);
-        p.provenance = format!(
+        let entry = format!(
             "calibrated by `memlink calibrate {}` ({} parameters, {} fitted target rows, seeds {:?}, {} evaluations; objective {:.4} -> {:.4})",
             self.path.display(),
             fit.parameters.len(),
@@ -841,6 +912,7 @@ impl Calibration {
             fit.objective.0,
             fit.objective.1
         );
+        p.provenance = merge_provenance(&p.provenance, &entry);
         let body = ron::ser::to_string_pretty(&p, ron::ser::PrettyConfig::default()).expect("serializable");
         let text = format!(
             "// LLM stand-in profile for {}, written by `memlink calibrate`; see its provenance.\n{body}\n",
@@ -1049,4 +1121,21 @@ pub fn round_directions(rows: &[RowFit]) -> Vec<Direction> {
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::merge_provenance;
+
+    #[test]
+    fn staged_calibrations_each_keep_one_provenance_entry() {
+        let one = "calibrated by `memlink calibrate a.ron` (4 parameters; objective 2 -> 1)";
+        let two = "calibrated by `memlink calibrate b.ron` (2 parameters; objective 9 -> 3)";
+        assert_eq!(merge_provenance("hand-set first guesses", one), one);
+        let both = merge_provenance(one, two);
+        assert_eq!(both, format!("{one}; then {two}"));
+        let refit = "calibrated by `memlink calibrate a.ron` (4 parameters; objective 2 -> 0.5)";
+        assert_eq!(merge_provenance(&both, refit), format!("{refit}; then {two}"));
+        assert_eq!(merge_provenance(&merge_provenance(&both, one), two), both, "rerunning both stages");
+    }
 }
