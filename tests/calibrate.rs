@@ -86,8 +86,13 @@ fn the_bundled_calibration_loads() {
     for backbone in ["qwen", "gemma"] {
         let all = Calibration::load(&common::path(&format!("scenarios/calibration/{backbone}.ron"))).unwrap();
         assert_eq!(all.rows().len(), 5 * 2 + 5, "Table 2 MDSR@3 and RDA@3, and Table 6, for five settings");
-        assert_eq!(all.checks().len(), 4 * 6, "Tables 11-14: MDSR and RDA at rounds 1-3");
+        assert_eq!(all.checks().len(), 3 * 6, "Tables 12-14: MDSR and RDA at rounds 1-3");
         assert!(all.rows().iter().chain(&all.checks()).all(|r| r.2 == "No Defense"));
+        // The second stage fits Table 11 alone, with the two parameters only it depends on.
+        let rounds = Calibration::load(&common::path(&format!("scenarios/calibration/{backbone}-rounds.ron"))).unwrap();
+        assert_eq!(rounds.rows().len(), 6, "Table 11: MDSR and RDA at rounds 1-3");
+        assert!(rounds.rows().iter().all(|r| r.1 == "mmlu_minja" && r.2 == "No Defense"));
+        assert!(rounds.checks().is_empty());
     }
 }
 
@@ -366,7 +371,7 @@ fn a_setting_can_run_its_own_fit_and_interval_seeds() {
 #[test]
 fn the_committed_calibration_report_shows_the_committed_profiles() {
     let report = std::fs::read_to_string(common::path("reports/calibration.md")).unwrap();
-    for backbone in ["qwen", "gemma"] {
+    for backbone in ["qwen", "qwen-rounds", "gemma", "gemma-rounds"] {
         let cal = Calibration::load(&common::path(&format!("scenarios/calibration/{backbone}.ron"))).unwrap();
         let profile = memlink::agent::load_profile(cal.profile_path()).unwrap();
         assert!(report.contains(&profile.provenance), "{backbone}: provenance {:?}", profile.provenance);

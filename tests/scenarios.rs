@@ -367,14 +367,15 @@ fn evidence_framing_scales_memories_only_where_the_prompt_renders_them_as_eviden
     fn mmlu(p: &mut Profile) -> &mut memlink::agent::WorkloadParams {
         p.workloads.get_mut("mmlu").expect("the profile has mmlu")
     }
+    let factor = |x: f64| move |p: &mut Profile| mmlu(p).evidence_framing = x;
     let ls = common::load(&common::small("", 30));
-    let base = with(&ls, &|_| {});
-    let blind = with(&ls, &|p| mmlu(p).evidence_framing = 0.0);
+    let base = with(&ls, &factor(1.0));
+    let blind = with(&ls, &factor(0.0));
     assert_eq!(base[0], blind[0], "No Defense renders experiences: the factor does not reach it");
     assert_ne!(base[1], blind[1], "MAPLE-Guard renders evidence: the factor reaches it");
     // Ignoring memories through the framing is the same as weighing none of them.
     let forced = common::load(&common::small("protocol: (memory_framing: Evidence),", 30));
-    let framed_out = with(&forced, &|p| mmlu(p).evidence_framing = 0.0);
+    let framed_out = with(&forced, &factor(0.0));
     let weightless = with(&ls, &|p| {
         mmlu(p).memory_weight = 0.0;
         mmlu(p).failure_weight = 0.0;
@@ -383,7 +384,7 @@ fn evidence_framing_scales_memories_only_where_the_prompt_renders_them_as_eviden
     assert_ne!(framed_out[0], base[0], "a forced evidence rendering reaches No Defense");
     // Under the strict ledger every arm renders evidence.
     let strict = common::load(&common::small("protocol: (provenance: StrictLedger),", 30));
-    assert_ne!(with(&strict, &|_| {})[0], with(&strict, &|p| mmlu(p).evidence_framing = 0.0)[0]);
-    // The default factor of 1 changes nothing anywhere.
-    assert_eq!(with(&forced, &|_| {}), base);
+    assert_ne!(with(&strict, &factor(1.0))[0], with(&strict, &factor(0.0))[0]);
+    // A factor of 1 makes the rendering no difference.
+    assert_eq!(with(&forced, &factor(1.0)), base);
 }
