@@ -141,7 +141,7 @@ pub enum HandoffIntent {
     TaskQuestion,
 }
 
-/// Which rendering of retrieved memories an arm's prompts use ([`MemoryFraming`]).
+/// Which rendering of retrieved memories an arm's prompts use ([`crate::agent::MemoryFraming`]).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum FramingRule {
     /// The reference's rule (spec §5.2): the workloads of the stream runner's task loop (MMLU,

@@ -42,7 +42,7 @@ pub enum MemoryFraming {
     /// your answer when relevant": the No Defense rendering, which vouches for every memory.
     #[default]
     Experience,
-    /// "Retrieved long-term memory from previous tasks: [Mk] evidence=… | origin_task=… |
+    /// "Retrieved long-term memory from previous tasks: \[Mk\] evidence=… | origin_task=… |
     /// origin_agent=…": MAPLE-Guard's and the strict protocol's rendering, which presents a
     /// memory as evidence with its provenance and vouches for nothing.
     Evidence,

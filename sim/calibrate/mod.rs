@@ -621,7 +621,6 @@ impl Calibration {
         out
     }
 
-    /// The seeds a setting's rows run: its fit seeds, or (`interval`) its interval seeds.
     /// The attacker sets of a scenario key: its own entry (`source/setting`), else its
     /// setting's.
     fn attacker_sets(&self, scenario: &str) -> Option<&Vec<Vec<u32>>> {
@@ -629,6 +628,7 @@ impl Calibration {
         sets.get(scenario).or_else(|| sets.get(scenario.rsplit('/').next().unwrap_or(scenario)))
     }
 
+    /// The seeds a setting's rows run: its fit seeds, or (`interval`) its interval seeds.
     fn seeds_of(&self, setting: &str, interval: bool) -> &[u64] {
         let spec = &self.spec;
         let fit = spec.setting_seeds.get(setting).unwrap_or(&spec.seeds);
