@@ -52,6 +52,17 @@ pub struct GridSetting {
     /// 0, 1, 2); `[]` keeps the base scenario's attackers.
     #[serde(default)]
     pub attacker_sets: Option<Vec<Vec<u32>>>,
+    /// Backbones for this entry, replacing the grid's. With `arms` and `topologies` this lets
+    /// one cell of a table run another protocol than its neighbours (two entries of one
+    /// setting name then make one column).
+    #[serde(default)]
+    pub backbones: Option<Vec<String>>,
+    /// The base scenario's arms to run, by name (default: all of them).
+    #[serde(default)]
+    pub arms: Option<Vec<String>>,
+    /// Topologies for this entry, replacing the grid's.
+    #[serde(default)]
+    pub topologies: Option<Vec<Topology>>,
 }
 
 /// One expanded run.
@@ -147,26 +158,47 @@ pub fn expand(path: &Path) -> Result<(GridSpec, Vec<GridRun>)> {
         expected,
     };
     let dir = path.parent().unwrap_or(Path::new("."));
-    type Setting = (Option<String>, PathBuf, Option<Vec<Vec<u32>>>);
-    let mut settings: Vec<Setting> =
-        spec.settings.iter().map(|s| (Some(s.name.clone()), s.base.clone(), s.attacker_sets.clone())).collect();
+    let mut settings: Vec<(Option<String>, GridSetting)> =
+        spec.settings.iter().map(|s| (Some(s.name.clone()), s.clone())).collect();
     match (&spec.base, settings.is_empty()) {
-        (Some(b), true) => settings.push((None, b.clone(), None)),
+        (Some(b), true) => settings.push((
+            None,
+            GridSetting {
+                name: String::new(),
+                base: b.clone(),
+                attacker_sets: None,
+                backbones: None,
+                arms: None,
+                topologies: None,
+            },
+        )),
         (None, false) => {}
         (Some(_), false) => return Err(invalid("base", "either `base` or `settings`, not both".into())),
         (None, true) => return Err(invalid("settings", "a `base` scenario or at least one setting".into())),
     }
     let mut runs = Vec::new();
-    for (name, base_rel, own_sets) in &settings {
-        let base_path = dir.join(base_rel);
-        let base = load(&base_path)?;
+    for (name, entry) in &settings {
+        let base_path = dir.join(&entry.base);
+        let mut base = load(&base_path)?;
         let setting = name.clone().unwrap_or_else(|| base.scenario.name.clone());
+        if let Some(wanted) = &entry.arms {
+            let known: Vec<String> = base.scenario.arms.iter().map(|a| a.name.clone()).collect();
+            if let Some(unknown) = wanted.iter().find(|w| !known.contains(w)) {
+                return Err(invalid(
+                    "arms",
+                    format!("arm names of {} ({}), not {unknown:?}", base_path.display(), known.join(", ")),
+                ));
+            }
+            base.scenario.arms.retain(|a| wanted.contains(&a.name));
+        }
+        let grid_backbones = entry.backbones.as_ref().unwrap_or(&spec.backbones);
         let backbones: Vec<Option<String>> =
-            if spec.backbones.is_empty() { vec![None] } else { spec.backbones.iter().cloned().map(Some).collect() };
+            if grid_backbones.is_empty() { vec![None] } else { grid_backbones.iter().cloned().map(Some).collect() };
         let seeds = if spec.seeds.is_empty() { vec![base.scenario.seed] } else { spec.seeds.clone() };
+        let grid_topologies = entry.topologies.as_ref().unwrap_or(&spec.topologies);
         let topologies =
-            if spec.topologies.is_empty() { vec![base.scenario.topology.clone()] } else { spec.topologies.clone() };
-        let chosen = own_sets.as_ref().unwrap_or(&spec.attacker_sets);
+            if grid_topologies.is_empty() { vec![base.scenario.topology.clone()] } else { grid_topologies.clone() };
+        let chosen = entry.attacker_sets.as_ref().unwrap_or(&spec.attacker_sets);
         let sets: Vec<Option<Vec<u32>>> =
             if chosen.is_empty() { vec![None] } else { chosen.iter().cloned().map(Some).collect() };
         for backbone in &backbones {
@@ -450,7 +482,11 @@ pub fn versus_paper(rows: &[TableRow], targets: &[crate::calibrate::Target], k: 
                 None => line.push_str(&format!(" {sim:.1} | – | – |")),
             }
         }
-        line.push_str(if maple { " prediction (never fitted) |\n" } else { " stand-in / detector parameters |\n" });
+        // A Table 2 cell simulated as the round-level tables were (the grid file says why).
+        let on_random =
+            !random && !r.per_topology.is_empty() && r.per_topology.iter().all(|t| t.0.starts_with("random"));
+        line.push_str(if maple { " prediction (never fitted)" } else { " stand-in / detector parameters" });
+        line.push_str(if on_random { "; run on random graphs, as the round-level tables |\n" } else { " |\n" });
         s.push_str(&line);
     }
     if random {

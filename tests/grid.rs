@@ -39,6 +39,27 @@ fn expansion_is_deterministic_and_counts_what_the_file_says() {
 }
 
 #[test]
+fn a_grid_entry_can_narrow_backbones_arms_and_topologies() {
+    let dir = std::env::temp_dir().join(format!("memlink-grid-narrow-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("g.ron");
+    let base = common::path("tests/fixtures/grid/base.ron");
+    let grid = |entry: &str| {
+        format!("(name: \"g\", settings: [(name: \"x\", base: {base:?}{entry})], topologies: [Wheel, Chain])")
+    };
+    std::fs::write(&file, grid(", arms: [\"No Defense\"], topologies: [Tree]")).unwrap();
+    let (_, runs) = expand(&file).unwrap();
+    assert!(runs.iter().all(|r| r.topology == "tree"));
+    assert!(
+        runs.iter().all(|r| r.scenario.scenario.arms.len() == 1 && r.scenario.scenario.arms[0].name == "No Defense")
+    );
+    // An arm the base does not have is a positioned error naming the arms it has.
+    std::fs::write(&file, grid(", arms: [\"No Such Guard\"]")).unwrap();
+    let e = expand(&file).unwrap_err().to_string();
+    assert!(e.contains("g.ron:1:") && e.contains("No Such Guard") && e.contains("No Defense"), "{e}");
+}
+
+#[test]
 fn a_grid_needs_exactly_one_of_base_and_settings() {
     let dir = std::env::temp_dir().join(format!("memlink-grid-spec-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
