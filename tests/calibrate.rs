@@ -297,6 +297,12 @@ fn round_level_directions_compare_round_one_with_round_three() {
     assert_eq!(d.len(), 2);
     assert!(d[0].metric == "RDA" && d[0].same(), "both rise");
     assert!(d[1].metric == "MDSR" && !d[1].same(), "published falls, simulated rises");
+    // A change under a point is noise, not a direction.
+    let flat = vec![row("RDA@1", 8.6, 13.47), row("RDA@3", 9.7, 13.52)];
+    let d = round_directions(&flat);
+    assert!(!d[0].same(), "13.47 -> 13.52 does not rise");
+    let rising = vec![row("RDA@1", 8.6, 13.0), row("RDA@3", 9.7, 14.0)];
+    assert!(round_directions(&rising)[0].same(), "a one-point rise does");
 }
 
 /// The reproducibility: the bundled command writes over the profile it fitted, so a

@@ -1015,7 +1015,7 @@ pub fn report(cal: &Calibration, fit: &Fit) -> String {
     let fitted: Vec<&RowFit> = fit.rows.iter().filter(|r| r.fitted).collect();
     let directions = round_directions(&fit.rows);
     s.push_str(&format!(
-        "\nSummary: {} of {} fitted rows within max(3, σ) points of their target (the interval mean); {} of {} checks; {} of {} round-level series move from round 1 to round 3 in the published direction.\n",
+        "\nSummary: {} of {} fitted rows within max(3, σ) points of their target (the interval mean); {} of {} checks; {} of {} round-level series move from round 1 to round 3 in the published direction (by at least a point).\n",
         fitted.iter().filter(|r| within(r)).count(),
         fitted.len(),
         fit.rows.iter().filter(|r| !r.fitted && within(r)).count(),
@@ -1047,7 +1047,7 @@ pub fn report(cal: &Calibration, fit: &Fit) -> String {
         ));
     }
     if !directions.is_empty() {
-        s.push_str("\nRound-level rows, round 1 → round 3 (published direction vs simulated, the latter the interval seeds' mean):\n\n| source | setting | method | metric | published | simulated | same direction |\n|---|---|---|---|---|---|---|\n");
+        s.push_str("\nRound-level rows, round 1 → round 3 (published direction vs simulated, the latter the interval seeds' mean; a simulated change under a point counts as none):\n\n| source | setting | method | metric | published | simulated | same direction |\n|---|---|---|---|---|---|---|\n");
         for d in directions {
             s.push_str(&format!(
                 "| {} | {} | {} | {} | {:.1} → {:.1} | {:.1} → {:.1} | {} |\n",
@@ -1083,13 +1083,22 @@ pub struct Direction {
     pub simulated: (f64, f64),
 }
 
+/// The smallest round-1 → round-3 change (percentage points) that counts as a direction.
+pub const DIRECTION_MIN_CHANGE: f64 = 1.0;
+
 impl Direction {
-    /// Whether the simulated change has the published sign (a flat published series accepts
-    /// any change within a point).
+    /// Whether the simulated series moves as the published one: by at least
+    /// [`DIRECTION_MIN_CHANGE`] points with the published sign (a flat published series
+    /// accepts any change within that). A change smaller than a point in a held-out mean is
+    /// noise, not a direction.
     pub fn same(&self) -> bool {
         let p = self.published.1 - self.published.0;
         let q = self.simulated.1 - self.simulated.0;
-        if p == 0.0 { q.abs() <= 1.0 } else { p.signum() == q.signum() && q != 0.0 }
+        if p == 0.0 {
+            q.abs() <= DIRECTION_MIN_CHANGE
+        } else {
+            p.signum() == q.signum() && q.abs() >= DIRECTION_MIN_CHANGE
+        }
     }
 }
 
