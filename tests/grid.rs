@@ -23,19 +23,31 @@ fn expansion_is_deterministic_and_counts_what_the_file_says() {
     let (_, paper) = expand(&common::path("scenarios/paper/grid-mmlu-minja.ron")).unwrap();
     assert_eq!(paper.len(), 45);
     // Table 2: settings × backbones × 3 topologies × 15 triples, in that order, each run with
-    // the setting's nine methods.
+    // the setting's nine methods, except that Qwen's MMLU baselines run as Table 11 did (the
+    // grid file says why): three random graphs on the strict base, seven methods.
     let (spec, t2) = expand(&common::path("scenarios/paper/grid-table2.ron")).unwrap();
     // MMLU, LongMemEval and AppWorld over 15 triples; CSQA and InjecAgent with the INFA
     // harness's fixed 0, 1, 2.
-    assert_eq!(spec.settings.len(), 5);
-    assert_eq!(t2.len(), 2 * (3 * 45 + 2 * 3));
-    assert_eq!(t2[90].setting, "longmemeval_memorygraft");
-    assert_eq!((t2[270].setting.as_str(), t2[270].attackers.as_str()), ("csqa_promptinject", "0,1,2"));
+    assert_eq!(spec.settings.len(), 8);
+    let mmlu = 45 + 3 + 45 + 45;
+    assert_eq!(t2.len(), mmlu + 2 * (2 * 45 + 2 * 3));
     assert_eq!((t2[0].setting.as_str(), t2[0].backbone.as_str()), ("mmlu_minja", "qwen3.5-122b-a10b"));
-    assert_eq!((t2[45].setting.as_str(), t2[45].backbone.as_str()), ("mmlu_minja", "gemma-4-31b"));
-    assert_eq!(t2[180].setting, "appworld_agentpoison");
-    assert_eq!(t2[45].scenario.profile.name, "gemma-4-31b");
-    assert!(t2.iter().all(|r| r.scenario.scenario.arms.len() == 9));
+    let arms = |r: &memlink::grid::GridRun| r.scenario.scenario.arms.iter().map(|a| a.name.clone()).collect::<Vec<_>>();
+    assert_eq!(arms(&t2[0]), ["No Defense"]);
+    let strict = &t2[45..48];
+    assert!(strict.iter().all(|r| r.topology.starts_with("random") && r.backbone == "qwen3.5-122b-a10b"));
+    assert_eq!(strict.iter().map(|r| r.attackers.as_str()).collect::<Vec<_>>(), ["0,1,5", "0,2,7", "1,5,7"]);
+    assert_eq!(strict[0].scenario.scenario.name, "rounds-mmlu-minja");
+    assert_eq!(arms(&strict[0]).len(), 7);
+    assert!(!arms(&strict[0]).iter().any(|a| a == "No Defense" || a == "MAPLE-Guard"));
+    assert_eq!(arms(&t2[48]), ["MAPLE-Guard"]);
+    assert_eq!((t2[93].setting.as_str(), t2[93].backbone.as_str()), ("mmlu_minja", "gemma-4-31b"));
+    assert_eq!(t2[93].scenario.profile.name, "gemma-4-31b");
+    assert_eq!(arms(&t2[93]).len(), 9);
+    assert_eq!(t2[mmlu].setting, "longmemeval_memorygraft");
+    assert_eq!(t2[mmlu + 90].setting, "appworld_agentpoison");
+    assert_eq!((t2[mmlu + 180].setting.as_str(), t2[mmlu + 180].attackers.as_str()), ("csqa_promptinject", "0,1,2"));
+    assert!(t2[mmlu..].iter().all(|r| r.scenario.scenario.arms.len() == 9));
 }
 
 #[test]

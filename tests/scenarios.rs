@@ -360,6 +360,10 @@ fn evidence_framing_scales_memories_only_where_the_prompt_renders_them_as_eviden
     use memlink::metrics::ArmSummary;
     let with = |ls: &memlink::scenario::LoadedScenario, edit: &dyn Fn(&mut Profile)| -> Vec<ArmSummary> {
         let mut p = ls.profile.clone();
+        // A model that knows little, so that what its memories say decides answers (a model
+        // that knows most answers outright may not change one in 30 tasks either way).
+        let m = p.workloads.get_mut("mmlu").expect("the profile has mmlu");
+        (m.skill, m.difficulty_slope, m.knowledge_logit) = (0.0, 1.0, 1.0);
         edit(&mut p);
         let s = &ls.scenario;
         s.arms.iter().map(|a| World::new(s, &p, a, 7, false).run().summary).collect()
