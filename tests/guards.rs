@@ -326,3 +326,52 @@ fn replaced_outputs_are_read_as_the_reference_reads_them() {
     let r = memlink::run::run_scenario(&ls, 7);
     assert!(r.arms[1].message_actions.get("replace").copied().unwrap_or(0) > 0);
 }
+
+/// The baselines' LLM judges run on the agents' backbone (spec §8): a profile's judge shift for
+/// a kind moves that judge (alone or in a stack) exactly as the same shift written into the
+/// arm's detector would, and touches no other guard.
+#[test]
+fn a_backbone_judge_shift_moves_only_its_own_judge() {
+    let ls = common::load(&with_arms(&["Challenger(())", "AgentSafe(())", "GSafeguard(())", "NoDefense"], 12));
+    let mut shifted = ls.profile.clone();
+    shifted.judges.insert("challenger".into(), memlink::agent::JudgeShift { bias: 2.5, dissent: -0.5 });
+    let run = |profile: &memlink::agent::Profile, arm: &memlink::scenario::Arm| {
+        run_arm(&ls.scenario, profile, arm, 7, false).summary.trace_hash
+    };
+    let arms = &ls.scenario.arms;
+    assert_ne!(run(&ls.profile, &arms[0]), run(&shifted, &arms[0]), "Challenger's judge is the backbone");
+    for arm in &arms[1..] {
+        assert_eq!(run(&ls.profile, arm), run(&shifted, arm), "{} is not a Challenger judge", arm.name);
+    }
+    // The same shift written into the arm gives the same run (the arm's defaults: bias -2,
+    // dissent 0.8).
+    let (bias, dissent) = (-2.0 + 2.5, 0.8 - 0.5);
+    let written: memlink::scenario::Arm = memlink::scenario::Arm {
+        name: arms[0].name.clone(),
+        guard: ron::from_str(&format!("Challenger((detector: (bias: {bias:?}, dissent: {dissent:?})))")).unwrap(),
+        feedback: None,
+    };
+    assert_eq!(run(&shifted, &arms[0]), run(&ls.profile, &written));
+    // Inside a stack too.
+    let stack = GuardSpec::Stack(vec![arms[0].guard.clone(), GuardSpec::PiGuard(PiGuardConfig::default())]);
+    let judged = memlink::guard::with_backbone_judges(&stack, &shifted);
+    let GuardSpec::Stack(inner) = judged else { panic!("still a stack") };
+    let GuardSpec::Challenger(c) = &inner[0] else { panic!("Challenger first") };
+    assert_eq!((c.detector.bias, c.detector.dissent), (bias, dissent));
+    assert_eq!(inner[1], GuardSpec::PiGuard(PiGuardConfig::default()));
+}
+
+/// A profile naming a guard that is not an LLM judge is refused, naming the file and line.
+#[test]
+fn a_profile_judge_of_an_unknown_kind_is_a_positioned_error() {
+    let dir = std::env::temp_dir().join(format!("memlink-judges-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("p.ron");
+    std::fs::write(
+        &path,
+        "(\n    name: \"x\",\n    workloads: {},\n    judges: {\n        \"gsafeguard\": (bias: 1.0),\n    },\n)\n",
+    )
+    .unwrap();
+    let e = memlink::agent::load_profile(&path).expect_err("refused").to_string();
+    assert!(e.contains("p.ron") && e.contains(":5:") && e.contains("challenger"), "{e}");
+}

@@ -126,6 +126,48 @@ pub struct Profile {
     pub provenance: String,
     /// Parameters per workload class.
     pub workloads: BTreeMap<String, WorkloadParams>,
+    /// How this backbone behaves as the LLM behind a baseline's judge, per guard kind
+    /// ([`JUDGE_KINDS`]): the reference's Challenger, Inspector, AgentSafe and AgentXposed ask
+    /// the agents' own model whether a message is unsafe, so how readily they flag is the
+    /// backbone's as much as the guard's (Table 2: Gemma's Challenger flags far more than
+    /// Qwen's). Empty: every judge runs exactly as its arm configures it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub judges: BTreeMap<String, JudgeShift>,
+}
+
+/// The guard kinds whose detector is an LLM call on the agents' backbone (spec §8). The graph
+/// guards (G-Safeguard, INFA-Guard, GUARDIAN) and PIGuard's classifier are models of their own.
+pub const JUDGE_KINDS: [&str; 4] = ["challenger", "inspector", "agentsafe", "agentxposed"];
+
+/// Shifts added to a judge guard's detector when this backbone runs it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct JudgeShift {
+    /// Added to the detector's bias (its flag rate on an ordinary message).
+    pub bias: f64,
+    /// Added to the detector's dissent weight (how much disagreeing with the round counts).
+    pub dissent: f64,
+}
+
+impl JudgeShift {
+    /// The shift's field `name` ("bias" or "dissent").
+    pub fn get(&self, name: &str) -> Option<f64> {
+        match name {
+            "bias" => Some(self.bias),
+            "dissent" => Some(self.dissent),
+            _ => None,
+        }
+    }
+
+    /// Sets field `name`; false if there is no such field.
+    pub fn set(&mut self, name: &str, v: f64) -> bool {
+        match name {
+            "bias" => self.bias = v,
+            "dissent" => self.dissent = v,
+            _ => return false,
+        }
+        true
+    }
 }
 
 impl Profile {
@@ -139,6 +181,26 @@ impl Profile {
 pub fn load_profile(path: &Path) -> Result<Profile> {
     let text = read_file(path)?;
     let p: Profile = parse_ron(path, &text)?;
+    for kind in p.judges.keys() {
+        if !JUDGE_KINDS.contains(&kind.as_str()) {
+            return Err(crate::error::Error::Invalid {
+                path: path.to_path_buf(),
+                pos: crate::error::locate_field(&text, &format!("\"{kind}\"")),
+                field: "judges".into(),
+                expected: format!("a judge guard kind, one of {JUDGE_KINDS:?}, not `{kind}`"),
+            });
+        }
+    }
+    for (kind, j) in &p.judges {
+        if !(j.bias.is_finite() && j.dissent.is_finite()) {
+            return Err(crate::error::Error::Invalid {
+                path: path.to_path_buf(),
+                pos: crate::error::locate_field(&text, &format!("\"{kind}\"")),
+                field: "judges".into(),
+                expected: format!("finite shifts for `{kind}`"),
+            });
+        }
+    }
     for w in p.workloads.values() {
         w.check().map_err(|(field, expected)| crate::error::Error::Invalid {
             path: path.to_path_buf(),

@@ -282,6 +282,45 @@ pub fn build_guard(spec: &crate::scenario::GuardSpec, agents: u32) -> Box<dyn Gu
     }
 }
 
+/// The judge kind ([`crate::agent::JUDGE_KINDS`]) of a guard whose detector is an LLM call
+/// on the agents' backbone, if it is one.
+pub fn judge_kind(spec: &crate::scenario::GuardSpec) -> Option<&'static str> {
+    use crate::scenario::GuardSpec as S;
+    match spec {
+        S::Challenger(_) => Some("challenger"),
+        S::Inspector(_) => Some("inspector"),
+        S::AgentSafe(_) => Some("agentsafe"),
+        S::AgentXposed(_) => Some("agentxposed"),
+        _ => None,
+    }
+}
+
+/// `spec` as run by agents of backbone `profile`: each LLM judge's detector (in stacks too)
+/// shifted by the profile's [`crate::agent::JudgeShift`] for its kind. Other guards unchanged.
+pub fn with_backbone_judges(
+    spec: &crate::scenario::GuardSpec,
+    profile: &crate::agent::Profile,
+) -> crate::scenario::GuardSpec {
+    use crate::scenario::GuardSpec as S;
+    if profile.judges.is_empty() {
+        return spec.clone();
+    }
+    let shift = |d: &mut detector::DetectorParams| {
+        if let Some(j) = judge_kind(spec).and_then(|k| profile.judges.get(k)) {
+            d.bias += j.bias;
+            d.dissent += j.dissent;
+        }
+    };
+    let mut out = spec.clone();
+    match &mut out {
+        S::Challenger(c) | S::Inspector(c) | S::AgentSafe(c) => shift(&mut c.detector),
+        S::AgentXposed(c) => shift(&mut c.detector),
+        S::Stack(specs) => *specs = specs.iter().map(|s| with_backbone_judges(s, profile)).collect(),
+        _ => {}
+    }
+    out
+}
+
 /// The undefended baseline: every write allowed, reads ranked by sim + 0.8·Q.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NoDefense;

@@ -316,8 +316,10 @@ fn memory_framing(scn: &Scenario, guard: &dyn Guard) -> MemoryFraming {
 impl<'a> World<'a> {
     /// Sets up a run of `arm` of `scn` with `profile` and master seed `seed`.
     pub fn new(scn: &'a Scenario, profile: &Profile, arm: &Arm, seed: u64, record: bool) -> Self {
+        // The baselines' LLM judges run on the agents' backbone (spec §8).
+        let guard = crate::guard::with_backbone_judges(&arm.guard, profile);
         let mut w =
-            Self::with_guard(scn, profile, &arm.name, crate::guard::build_guard(&arm.guard, scn.agents), seed, record);
+            Self::with_guard(scn, profile, &arm.name, crate::guard::build_guard(&guard, scn.agents), seed, record);
         if let Some(f) = arm.feedback {
             w.feedback = f;
         }
