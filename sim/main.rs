@@ -126,6 +126,15 @@ enum Cmd {
         #[arg(long)]
         report: Option<PathBuf>,
     },
+    /// Compare each baseline's published effect (method − No Defense) in Table 2 with its
+    /// effect in the round-level table of the same setting and backbone (markdown).
+    Effects {
+        /// Targets CSV (models/calibration-targets.csv).
+        targets: PathBuf,
+        /// Mark effects that differ by more than this many points.
+        #[arg(long, default_value_t = 10.0)]
+        threshold: f64,
+    },
     /// Render the table of a grid's results (markdown; `--csv` for CSV).
     Report {
         /// results.jsonl written by `memlink grid`.
@@ -356,6 +365,15 @@ fn dispatch(cmd: Cmd) -> Result<()> {
                 }
                 None => print!("{text}"),
             }
+            Ok(())
+        }
+        Cmd::Effects { targets, threshold } => {
+            if !(threshold.is_finite() && threshold >= 0.0) {
+                return Err(invalid("threshold", "a non-negative number of points"));
+            }
+            let targets = memlink::calibrate::read_targets(&targets)?;
+            let effects = memlink::calibrate::effects::effects(&targets);
+            print!("{}", memlink::calibrate::effects::markdown(&effects, threshold));
             Ok(())
         }
         Cmd::Report { results, round, csv, targets } => {

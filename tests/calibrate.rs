@@ -470,3 +470,83 @@ fn a_source_can_run_its_own_scenario_of_a_setting() {
     let e = Calibration::load(&bad).err().expect("refused").to_string();
     assert!(e.contains("bad.ron") && e.contains("source_settings") && e.contains("csqa"), "{e}");
 }
+
+/// A judge parameter is a shift in the fitted profile (`judges`) for one LLM-judge kind: it
+/// moves only the rows of arms running that judge, on the fitted backbone, and is written into
+/// the profile; a kind that is not a judge, or a field a shift lacks, is a positioned error.
+#[test]
+fn a_judge_shift_is_fitted_into_the_profile_and_moves_only_its_judges_rows() {
+    let dir = scratch("judge");
+    let text = std::fs::read_to_string(small_calibration(&dir, r#""Challenger", "AgentSafe""#, 4)).unwrap().replace(
+        r#"parameters: [(workload: "mmlu", name: "memory_weight", lo: 0.5, hi: 2.5)],"#,
+        r#"parameters: [(judge: Some("challenger"), name: "bias", lo: -3.0, hi: 3.0)],"#,
+    );
+    let file = dir.join("judge.ron");
+    std::fs::write(&file, &text).unwrap();
+    let cal = Calibration::load(&file).unwrap();
+    let rows = cal.rows();
+    assert_eq!(rows.len(), 4, "MDSR@3 and RDA@3 of two guards");
+    let (quiet, loud) = (cal.simulated(&[-3.0]), cal.simulated(&[3.0]));
+    for (k, (_, _, guard, _)) in rows.iter().enumerate() {
+        if guard == "Challenger" {
+            assert_ne!(quiet[k], loud[k], "Challenger's judge is the backbone");
+        } else {
+            assert_eq!(quiet[k], loud[k], "{guard} is another judge");
+        }
+    }
+    let fit = cal.fit(&dir.join("o"), false, &mut |_, _| {}).unwrap();
+    assert_eq!(fit.parameters[0].0, "judge challenger.bias");
+    assert_eq!(fit.parameters[0].1, 0.0, "a profile without the shift starts at none");
+    assert_eq!(fit.components.len(), 1);
+    let out = dir.join("fitted.ron");
+    cal.write_profile(&fit, &out).unwrap();
+    let profile = memlink::agent::load_profile(&out).unwrap();
+    assert_eq!(profile.judges["challenger"].bias, fit.parameters[0].2);
+    for (bad, want) in
+        [(r#"judge: Some("gsafeguard")"#, "judge guard kind"), (r#"judge: Some("agentsafe")"#, "`bias` or `dissent`")]
+    {
+        let broken = dir.join("bad.ron");
+        let mut t = text.replace(r#"judge: Some("challenger")"#, bad);
+        if bad.contains("agentsafe") {
+            t = t.replace(r#"name: "bias""#, r#"name: "noise_sd""#);
+        }
+        std::fs::write(&broken, t).unwrap();
+        let e = Calibration::load(&broken).err().expect("refused").to_string();
+        assert!(e.contains("bad.ron") && e.contains(want), "{e}");
+    }
+}
+
+/// `except` leaves out one source's rows of a setting; Huber's loss bounds how hard a far row
+/// pulls, and a Huber k that is not positive is refused.
+#[test]
+fn rows_can_be_left_out_by_source_and_setting_and_far_rows_pull_boundedly() {
+    use memlink::calibrate::Loss;
+    let dir = scratch("except");
+    let base = std::fs::read_to_string(small_calibration(&dir, r#""No Defense""#, 2)).unwrap();
+    let with = |rows: &str, extra: &str, name: &str| {
+        let p = dir.join(name);
+        let text =
+            base.replace(r#"sources: ["table2"]"#, rows).replace("seeds: [42],", &format!("seeds: [42], {extra}"));
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let all = Calibration::load(&with(r#"sources: ["table2", "table11"]"#, "", "all.ron")).unwrap();
+    let some =
+        Calibration::load(&with(r#"sources: ["table2", "table11"], except: ["table2/mmlu_minja"]"#, "", "some.ron"))
+            .unwrap();
+    assert_eq!(all.rows().len(), 8, "Table 2's two rows and Table 11's six");
+    assert_eq!(some.rows().len(), 6);
+    assert!(some.rows().iter().all(|r| r.0 > 3), "only Table 11's rows remain");
+    let none = with(r#"sources: ["table2"], except: ["table2/mmlu_minja"]"#, "", "none.ron");
+    assert!(Calibration::load(&none).err().expect("nothing to fit").to_string().contains("at least one target row"));
+    assert_eq!(Loss::Squared.of(-3.0), 9.0);
+    assert_eq!(Loss::Huber(1.0).of(0.5), 0.25);
+    assert_eq!(Loss::Huber(1.0).of(-3.0), 5.0, "2k|z| - k² past k");
+    let huber = Calibration::load(&with(r#"sources: ["table2"]"#, "loss: Huber(1.0),", "huber.ron")).unwrap();
+    let squared = Calibration::load(&with(r#"sources: ["table2"]"#, "", "squared.ron")).unwrap();
+    let x = [1.0];
+    assert!(huber.objective(&x) <= squared.objective(&x));
+    let bad = with(r#"sources: ["table2"]"#, "loss: Huber(0.0),", "bad.ron");
+    let e = Calibration::load(&bad).err().expect("refused").to_string();
+    assert!(e.contains("bad.ron") && e.contains("loss"), "{e}");
+}

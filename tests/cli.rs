@@ -155,3 +155,21 @@ fn bad_input_gets_a_positioned_error_and_exit_code_2() {
     std::fs::write(&bad, "(intent: \"x\", experience: 3)").unwrap();
     assert_input_error(&memlink(&["explain", bad.to_str().unwrap()]), "item.ron:1:", "");
 }
+
+/// `memlink effects` sets each baseline's published effect in Table 2 beside the round-level
+/// table's; a corrupted targets file is an error naming it, with exit code 2.
+#[test]
+fn effects_compare_the_published_tables_and_refuse_a_bad_targets_file() {
+    let o = memlink(&["effects", "models/calibration-targets.csv"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains("| qwen3.5-122b-a10b | longmemeval_memorygraft | Challenger | RDA@3 | -36.0 | table12 | +3.4 |")
+    );
+    assert!(text.contains("points between the two tables"), "{text}");
+    let bad = scratch("effects").join("targets.csv");
+    std::fs::write(&bad, "source,backbone\ntable2,x\n").unwrap();
+    let o = memlink(&["effects", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("targets.csv"), "{}", stderr(&o));
+}

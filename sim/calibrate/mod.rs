@@ -6,6 +6,7 @@
 //! MAPLE-Guard's numbers are predictions: a calibration that selects a MAPLE-Guard row is
 //! refused ([`Error::Invalid`] naming the row), so no MAPLE number can enter an objective.
 
+pub mod effects;
 mod nelder_mead;
 mod targets;
 
@@ -32,24 +33,37 @@ pub struct RowFilter {
     pub guards: Vec<String>,
     /// Metrics ("MDSR@3", "RDA@1", …); empty = all.
     pub metrics: Vec<String>,
+    /// `source/setting` pairs left out ("table2/mmlu_minja"): a table that prints another
+    /// table's numbers for a setting (Qwen's Table 2 MMLU baselines are Table 11's round 3)
+    /// is fitted once, where those numbers were measured.
+    pub except: Vec<String>,
 }
 
 impl Default for RowFilter {
     fn default() -> Self {
-        RowFilter { sources: vec!["table2".into()], guards: vec!["No Defense".into()], metrics: Vec::new() }
+        RowFilter {
+            sources: vec!["table2".into()],
+            guards: vec!["No Defense".into()],
+            metrics: Vec::new(),
+            except: Vec::new(),
+        }
     }
 }
 
-/// One fitted parameter: a field of the profile's parameters for one workload, or (with
-/// `guard`) a number in the configuration of the scenarios' arm of that name — a baseline's
-/// detector, fitted with the profile held fixed. MAPLE-Guard's constants are the paper's and
-/// are refused.
+/// One fitted parameter: a field of the profile's parameters for one workload, (with `judge`)
+/// a field of the profile's shift for one LLM-judge guard kind, or (with `guard`) a number in
+/// the configuration of the scenarios' arm of that name — a baseline's detector, fitted with
+/// the profile held fixed. MAPLE-Guard's constants are the paper's and are refused.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FitParameter {
-    /// Workload key in the profile ("mmlu"); unused for guard parameters.
+    /// Workload key in the profile ("mmlu"); unused for guard and judge parameters.
     #[serde(default)]
     pub workload: String,
+    /// LLM-judge guard kind whose shift in the profile holds the parameter ("challenger"; see
+    /// [`crate::agent::JUDGE_KINDS`]); `name` is then `bias` or `dissent`.
+    #[serde(default)]
+    pub judge: Option<String>,
     /// Arm whose guard configuration holds the parameter ("Challenger").
     #[serde(default)]
     pub guard: Option<String>,
@@ -63,6 +77,37 @@ pub struct FitParameter {
     /// Where the search starts (default: the profile's or the arm's current value).
     #[serde(default)]
     pub start: Option<f64>,
+}
+
+/// How a row's spread-weighted residual z enters the objective.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub enum Loss {
+    /// z²: every row pulls in proportion to its miss.
+    #[default]
+    Squared,
+    /// Huber's loss at k spreads: z² while |z| ≤ k, then 2k|z| − k², so a row pulls no harder
+    /// than k however far it is. For rows the mechanism cannot reach (a baseline the paper ran
+    /// under another setup), which would otherwise decide the fit for every row it can.
+    Huber(f64),
+}
+
+impl Loss {
+    /// The loss of a spread-weighted residual `z`.
+    pub fn of(self, z: f64) -> f64 {
+        match self {
+            Loss::Squared => z * z,
+            Loss::Huber(k) if z.abs() <= k => z * z,
+            Loss::Huber(k) => 2.0 * k * z.abs() - k * k,
+        }
+    }
+
+    /// How the report names the objective: the mean loss of the residuals over σ.
+    pub fn describe(self) -> String {
+        match self {
+            Loss::Squared => "mean squared residual / σ".into(),
+            Loss::Huber(k) => format!("mean Huber loss (k = {k}) of residual / σ"),
+        }
+    }
 }
 
 /// A calibration file.
@@ -113,6 +158,9 @@ pub struct CalibrationSpec {
     /// Smallest spread (percentage points) a target is weighted by.
     #[serde(default = "default_floor")]
     pub spread_floor: f64,
+    /// How a row's spread-weighted residual enters the objective.
+    #[serde(default)]
+    pub loss: Loss,
     /// Seeds the report's 95% intervals are computed over at the fitted parameters (default:
     /// the fitting seeds). Never part of the objective.
     #[serde(default)]
@@ -265,6 +313,14 @@ fn set_guard_param(spec: &GuardSpec, path: &str, x: f64) -> Option<GuardSpec> {
     serde_json::from_value(j).ok()
 }
 
+/// The judge kinds a guard spec runs (a stack may run several).
+fn judges_of(spec: &GuardSpec) -> Vec<&'static str> {
+    match spec {
+        GuardSpec::Stack(specs) => specs.iter().flat_map(judges_of).collect(),
+        s => crate::guard::judge_kind(s).into_iter().collect(),
+    }
+}
+
 fn is_maple(spec: &GuardSpec) -> bool {
     match spec {
         GuardSpec::Maple(_) => true,
@@ -320,7 +376,22 @@ impl Calibration {
         if spec.parameters.is_empty() {
             return Err(invalid("parameters", "at least one parameter to fit".into()));
         }
-        for p in spec.parameters.iter().filter(|p| p.guard.is_none()) {
+        for p in &spec.parameters {
+            if p.guard.is_some() && p.judge.is_some() {
+                return Err(invalid("judge", format!("either `guard` or `judge` for `{}`, not both", p.name)));
+            }
+            let Some(kind) = &p.judge else { continue };
+            if !crate::agent::JUDGE_KINDS.contains(&kind.as_str()) {
+                return Err(invalid(
+                    "judge",
+                    format!("a judge guard kind, one of {:?}, not `{kind}`", crate::agent::JUDGE_KINDS),
+                ));
+            }
+            if crate::agent::JudgeShift::default().get(&p.name).is_none() {
+                return Err(invalid("name", format!("`bias` or `dissent` for judge `{kind}`, not `{}`", p.name)));
+            }
+        }
+        for p in spec.parameters.iter().filter(|p| p.guard.is_none() && p.judge.is_none()) {
             let w = profile
                 .workload(&p.workload)
                 .ok_or_else(|| invalid("workload", format!("a workload of profile `{}`", profile.name)))?;
@@ -333,6 +404,11 @@ impl Calibration {
                 return Err(invalid("lo", format!("lo < hi for `{}`", p.name)));
             }
         }
+        if let Loss::Huber(k) = spec.loss
+            && !(k.is_finite() && k > 0.0)
+        {
+            return Err(invalid("loss", format!("Huber(k) with k > 0, got {k}")));
+        }
         if spec.seeds.is_empty() {
             return Err(invalid("seeds", "at least one seed".into()));
         }
@@ -343,6 +419,7 @@ impl Calibration {
                 && (f.sources.is_empty() || f.sources.contains(&t.source))
                 && (f.guards.is_empty() || f.guards.contains(&t.guard))
                 && (f.metrics.is_empty() || f.metrics.contains(&t.metric))
+                && !f.except.contains(&format!("{}/{}", t.source, t.setting))
         };
         let mut rows = Vec::new();
         for t in targets {
@@ -494,21 +571,29 @@ impl Calibration {
 
     /// What a parameter acts on: a profile workload's runs, or one arm's.
     fn param_key(p: &FitParameter) -> String {
-        match &p.guard {
-            Some(arm) => format!("arm:{arm}"),
-            None => format!("workload:{}", p.workload),
+        match (&p.guard, &p.judge) {
+            (Some(arm), _) => format!("arm:{arm}"),
+            (None, Some(kind)) => format!("judge:{kind}"),
+            (None, None) => format!("workload:{}", p.workload),
         }
     }
 
     /// Whether row `r`'s runs depend on parameter `p`: a profile parameter of the workload its
-    /// setting runs, or a parameter of the arm it measures.
+    /// setting runs, a judge shift of the fitted profile for the kind of guard its arm runs, or
+    /// a parameter of the arm it measures.
     fn depends(&self, r: &Row, p: &FitParameter) -> bool {
-        match &p.guard {
-            Some(arm) => &r.target.guard == arm,
-            None => {
+        let scenario = &self.scenarios[&r.scenario].scenario;
+        match (&p.guard, &p.judge) {
+            (Some(arm), _) => &r.target.guard == arm,
+            (None, Some(kind)) => {
                 r.target.backbone == self.profile.name
-                    && self.scenarios[&r.scenario].scenario.workload.class() == p.workload
+                    && scenario
+                        .arms
+                        .iter()
+                        .find(|a| a.name == r.target.guard)
+                        .is_some_and(|a| judges_of(&a.guard).contains(&kind.as_str()))
             }
+            (None, None) => r.target.backbone == self.profile.name && scenario.workload.class() == p.workload,
         }
     }
 
@@ -561,6 +646,10 @@ impl Calibration {
     fn profile_with(&self, x: &[f64]) -> Profile {
         let mut p = self.profile.clone();
         for (param, v) in self.spec.parameters.iter().zip(x).filter(|(p, _)| p.guard.is_none()) {
+            if let Some(kind) = &param.judge {
+                p.judges.entry(kind.clone()).or_default().set(&param.name, *v);
+                continue;
+            }
             let w = p.workloads.get_mut(&param.workload).expect("checked at load");
             set_param(w, &param.name, *v).expect("checked at load");
         }
@@ -589,6 +678,12 @@ impl Calibration {
             .parameters
             .iter()
             .map(|p| match &p.guard {
+                None if p.judge.is_some() => self
+                    .profile
+                    .judges
+                    .get(p.judge.as_deref().unwrap_or_default())
+                    .and_then(|j| j.get(&p.name))
+                    .unwrap_or(0.0),
                 None => get_param(self.profile.workload(&p.workload).expect("checked"), &p.name).expect("checked"),
                 Some(arm) => self
                     .scenarios
@@ -744,7 +839,7 @@ impl Calibration {
         r.target.topology_std.unwrap_or(0.0).max(self.spec.spread_floor)
     }
 
-    /// The objective: mean squared spread-weighted residual over the fitted rows.
+    /// The objective: the mean [`Loss`] of the spread-weighted residuals over the fitted rows.
     pub fn objective(&self, x: &[f64]) -> f64 {
         self.objective_on(x, &self.fitted_rows())
     }
@@ -756,7 +851,7 @@ impl Calibration {
         which
             .iter()
             .zip(&sim)
-            .map(|(&k, s)| ((s - self.rows[k].target.percent) / self.sigma(&self.rows[k])).powi(2))
+            .map(|(&k, s)| self.spec.loss.of((s - self.rows[k].target.percent) / self.sigma(&self.rows[k])))
             .sum::<f64>()
             / n
     }
@@ -883,9 +978,10 @@ impl Calibration {
         rows.sort_by_key(|r| !r.fitted);
         let names: Vec<String> = params
             .iter()
-            .map(|p| match &p.guard {
-                None => format!("{}.{}", p.workload, p.name),
-                Some(arm) => format!("{arm}: {}", p.name),
+            .map(|p| match (&p.guard, &p.judge) {
+                (None, Some(kind)) => format!("judge {kind}.{}", p.name),
+                (None, None) => format!("{}.{}", p.workload, p.name),
+                (Some(arm), _) => format!("{arm}: {}", p.name),
             })
             .collect();
         Fit {
@@ -966,9 +1062,10 @@ pub fn report(cal: &Calibration, fit: &Fit) -> String {
     }
     if fit.evaluations == 0 {
         s.push_str(&format!(
-            "The profile as committed, assessed without fitting: `memlink assess {}`. Its provenance: {}.\n\nObjective (mean squared residual / σ over the rows the calibration fits): {:.4}; seeds {:?}.\n\nNo MAPLE-Guard row is fitted: the calibration refuses any selection that contains one.\n\n| parameter | value |\n|---|---|\n",
+            "The profile as committed, assessed without fitting: `memlink assess {}`. Its provenance: {}.\n\nObjective ({} over the rows the calibration fits): {:.4}; seeds {:?}.\n\nNo MAPLE-Guard row is fitted: the calibration refuses any selection that contains one.\n\n| parameter | value |\n|---|---|\n",
             cal.path.display(),
             cal.profile.provenance,
+            cal.spec.loss.describe(),
             fit.objective.1,
             cal.spec.seeds
         ));
@@ -977,8 +1074,9 @@ pub fn report(cal: &Calibration, fit: &Fit) -> String {
         }
     } else {
         s.push_str(&format!(
-            "Fitted by `memlink calibrate {}`.\n\nObjective (mean squared residual / σ over the fitted rows): {:.4} → {:.4} after {} iterations, {} evaluations; seeds {:?}.\n\nNo MAPLE-Guard row is fitted: the calibration refuses any selection that contains one.\n\n| parameter | start | fitted |\n|---|---|---|\n",
+            "Fitted by `memlink calibrate {}`.\n\nObjective ({} over the fitted rows): {:.4} → {:.4} after {} iterations, {} evaluations; seeds {:?}.\n\nNo MAPLE-Guard row is fitted: the calibration refuses any selection that contains one.\n\n| parameter | start | fitted |\n|---|---|---|\n",
             cal.path.display(),
+            cal.spec.loss.describe(),
             fit.objective.0,
             fit.objective.1,
             fit.iterations,
