@@ -436,11 +436,15 @@ pub fn csv(rows: &[TableRow], k: usize) -> String {
 /// within issue 4's tolerances (No Defense: 3 points or the reported spread if larger;
 /// baselines: 5 points).
 ///
+/// Whether every topology of a row is a random graph.
+fn on_random_graphs(r: &TableRow) -> bool {
+    !r.per_topology.is_empty() && r.per_topology.iter().all(|t| t.0.starts_with("random"))
+}
+
 /// A grid on random topologies only is compared with the round-level tables (11–15, "random")
 /// instead, without the Table 2 tolerance counts.
 pub fn versus_paper(rows: &[TableRow], targets: &[crate::calibrate::Target], k: usize) -> String {
-    let random = !rows.is_empty()
-        && rows.iter().all(|r| !r.per_topology.is_empty() && r.per_topology.iter().all(|t| t.0.starts_with("random")));
+    let random = !rows.is_empty() && rows.iter().all(on_random_graphs);
     let find = |r: &TableRow, metric: &str| {
         targets.iter().find(|t| {
             // Table 4's scale rows name neither backbone nor setting: a grid setting called
@@ -483,8 +487,7 @@ pub fn versus_paper(rows: &[TableRow], targets: &[crate::calibrate::Target], k: 
             }
         }
         // A Table 2 cell simulated as the round-level tables were (the grid file says why).
-        let on_random =
-            !random && !r.per_topology.is_empty() && r.per_topology.iter().all(|t| t.0.starts_with("random"));
+        let on_random = !random && on_random_graphs(r);
         line.push_str(if maple { " prediction (never fitted)" } else { " stand-in / detector parameters" });
         line.push_str(if on_random { "; run on random graphs, as the round-level tables |\n" } else { " |\n" });
         s.push_str(&line);
