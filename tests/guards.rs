@@ -332,7 +332,9 @@ fn replaced_outputs_are_read_as_the_reference_reads_them() {
 /// arm's detector would, and touches no other guard.
 #[test]
 fn a_backbone_judge_shift_moves_only_its_own_judge() {
-    let ls = common::load(&with_arms(&["Challenger(())", "AgentSafe(())", "GSafeguard(())", "NoDefense"], 12));
+    let mut ls = common::load(&with_arms(&["Challenger(())", "AgentSafe(())", "GSafeguard(())", "NoDefense"], 12));
+    // From a profile without judge shifts (the bundled ones carry fitted shifts).
+    ls.profile.judges.clear();
     let mut shifted = ls.profile.clone();
     shifted.judges.insert("challenger".into(), memlink::agent::JudgeShift { bias: 2.5, dissent: -0.5 });
     let run = |profile: &memlink::agent::Profile, arm: &memlink::scenario::Arm| {
@@ -374,4 +376,19 @@ fn a_profile_judge_of_an_unknown_kind_is_a_positioned_error() {
     .unwrap();
     let e = memlink::agent::load_profile(&path).expect_err("refused").to_string();
     assert!(e.contains("p.ron") && e.contains(":5:") && e.contains("challenger"), "{e}");
+}
+
+/// A partial PIGuard classifier keeps PIGuard's own weights for the fields it leaves out (its
+/// defaults differ from the generic detector's), and an unknown field is still refused.
+#[test]
+fn a_partial_piguard_classifier_keeps_piguards_defaults() {
+    let spec: GuardSpec = ron::from_str("PiGuard((classifier: (bias: 0.25)))").unwrap();
+    let GuardSpec::PiGuard(cfg) = spec else { panic!("PIGuard") };
+    let default = PiGuardConfig::default().classifier;
+    assert_eq!(cfg.classifier, memlink::guard::detector::DetectorParams { bias: 0.25, ..default });
+    assert_ne!(default.imperative, memlink::guard::detector::DetectorParams::default().imperative);
+    assert!(ron::from_str::<GuardSpec>("PiGuard((classifier: (bias: 0.25, loudness: 1.0)))").is_err());
+    // What serializes reads back the same.
+    let again: GuardSpec = ron::from_str(&ron::to_string(&GuardSpec::PiGuard(cfg.clone())).unwrap()).unwrap();
+    assert_eq!(again, GuardSpec::PiGuard(cfg));
 }

@@ -50,6 +50,52 @@ impl Default for DetectorParams {
     }
 }
 
+/// Some fields of a [`DetectorParams`], the rest taken from a guard's own defaults: a guard
+/// whose detector defaults differ from [`DetectorParams::default`] (PIGuard's classifier) reads
+/// a partial configuration through this, so `classifier: (bias: 0.0)` changes the bias and keeps
+/// that guard's weights rather than the generic ones.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DetectorOverrides {
+    #[serde(deserialize_with = "some")]
+    bias: Option<f64>,
+    #[serde(deserialize_with = "some")]
+    instruction: Option<f64>,
+    #[serde(deserialize_with = "some")]
+    imperative: Option<f64>,
+    #[serde(deserialize_with = "some")]
+    self_claim: Option<f64>,
+    #[serde(deserialize_with = "some")]
+    answer_binding: Option<f64>,
+    #[serde(deserialize_with = "some")]
+    rare_trigger: Option<f64>,
+    #[serde(deserialize_with = "some")]
+    dissent: Option<f64>,
+    #[serde(deserialize_with = "some")]
+    noise_sd: Option<f64>,
+}
+
+/// A written number, as present (RON writes a plain number, not `Some(x)`).
+fn some<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    f64::deserialize(d).map(Some)
+}
+
+impl DetectorOverrides {
+    /// `base` with the given fields replaced.
+    pub fn over(self, base: DetectorParams) -> DetectorParams {
+        DetectorParams {
+            bias: self.bias.unwrap_or(base.bias),
+            instruction: self.instruction.unwrap_or(base.instruction),
+            imperative: self.imperative.unwrap_or(base.imperative),
+            self_claim: self.self_claim.unwrap_or(base.self_claim),
+            answer_binding: self.answer_binding.unwrap_or(base.answer_binding),
+            rare_trigger: self.rare_trigger.unwrap_or(base.rare_trigger),
+            dissent: self.dissent.unwrap_or(base.dissent),
+            noise_sd: self.noise_sd.unwrap_or(base.noise_sd),
+        }
+    }
+}
+
 /// What a detector observes in one text, as numbers.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Observed {

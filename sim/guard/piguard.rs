@@ -32,7 +32,9 @@ pub enum PiGuardMode {
 pub struct PiGuardConfig {
     /// Where it screens.
     pub mode: PiGuardMode,
-    /// The classifier (flags when its score is > 0, i.e. injection probability > 0.5).
+    /// The classifier (flags when its score is > 0, i.e. injection probability > 0.5). Fields
+    /// left out keep PIGuard's defaults, not the generic detector's.
+    #[serde(deserialize_with = "classifier_over_defaults")]
     pub classifier: DetectorParams,
     /// β of the undefended read score sim + β·Q it leaves unchanged.
     pub beta_q: f64,
@@ -55,6 +57,11 @@ impl Default for PiGuardConfig {
             beta_q: 0.8,
         }
     }
+}
+
+/// A written classifier over PIGuard's default one.
+fn classifier_over_defaults<'de, D: serde::Deserializer<'de>>(d: D) -> Result<DetectorParams, D::Error> {
+    Ok(super::detector::DetectorOverrides::deserialize(d)?.over(PiGuardConfig::default().classifier))
 }
 
 /// PIGuard.
