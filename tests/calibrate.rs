@@ -344,8 +344,18 @@ fn refitting_a_fitted_profile_from_explicit_starts_gives_the_same_bytes() {
 #[test]
 fn the_bundled_baseline_calibration_fits_both_backbones_rows_per_guard() {
     let cal = Calibration::load(&common::path("scenarios/calibration/baselines.ron")).unwrap();
-    assert_eq!(cal.rows().len(), 7 * 5 * 2 * 2, "7 guards × 5 settings × MDSR/RDA × 2 backbones");
+    assert_eq!(
+        cal.rows().len(),
+        4 * (4 * 2 + 4 * 6) * 2,
+        "4 guards × (Table 2 without MMLU: 4 settings × MDSR/RDA@3; Tables 11-14: MDSR/RDA@1-3) × 2 backbones"
+    );
     assert!(cal.rows().iter().all(|r| !r.2.contains("MAPLE")));
+    // The LLM judges are fitted per backbone, into each profile, on the same kinds of rows.
+    for (file, rows) in [("qwen-judges", 3 * (4 * 2 + 4 * 6)), ("gemma-judges", 3 * (5 * 2 + 4 * 6))] {
+        let judges = Calibration::load(&common::path(&format!("scenarios/calibration/{file}.ron"))).unwrap();
+        assert_eq!(judges.rows().len(), rows, "{file}");
+        assert!(judges.spec().parameters.iter().all(|p| p.judge.is_some()));
+    }
 }
 
 #[test]
@@ -389,15 +399,55 @@ fn a_setting_can_run_its_own_fit_and_interval_seeds() {
 #[test]
 fn the_committed_calibration_report_shows_the_committed_profiles() {
     let report = std::fs::read_to_string(common::path("reports/calibration.md")).unwrap();
-    for backbone in ["qwen", "gemma", "gemma-rounds"] {
+    for backbone in ["qwen", "gemma", "gemma-rounds", "qwen-judges", "gemma-judges"] {
         let cal = Calibration::load(&common::path(&format!("scenarios/calibration/{backbone}.ron"))).unwrap();
         let profile = memlink::agent::load_profile(cal.profile_path()).unwrap();
         assert!(report.contains(&profile.provenance), "{backbone}: provenance {:?}", profile.provenance);
         for p in &cal.spec().parameters {
-            let v = serde_json::to_value(profile.workload(&p.workload).unwrap()).unwrap()[&p.name].as_f64().unwrap();
-            let row = format!("| {}.{} | {v:.4} |", p.workload, p.name);
+            let row = match &p.judge {
+                Some(kind) => {
+                    format!("| judge {kind}.{} | {:.4} |", p.name, profile.judges[kind].get(&p.name).unwrap())
+                }
+                None => {
+                    let w = serde_json::to_value(profile.workload(&p.workload).unwrap()).unwrap();
+                    format!("| {}.{} | {:.4} |", p.workload, p.name, w[&p.name].as_f64().unwrap())
+                }
+            };
             assert!(report.contains(&row), "{backbone}: {row} missing from reports/calibration.md");
         }
+    }
+}
+
+/// The baselines' detectors that baselines.ron fits are one configuration in every paper
+/// scenario, and the committed calibration report shows those values.
+#[test]
+fn the_fitted_baseline_arms_are_the_same_in_every_paper_scenario_and_in_the_report() {
+    let report = std::fs::read_to_string(common::path("reports/calibration.md")).unwrap();
+    let cal = Calibration::load(&common::path("scenarios/calibration/baselines.ron")).unwrap();
+    let mut files: Vec<_> = ["scenarios/paper/table2", "scenarios/paper/rounds"]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(common::path(d)).unwrap().map(|e| e.unwrap().path()))
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 7);
+    for p in &cal.spec().parameters {
+        let arm = p.guard.as_deref().expect("guard parameters only");
+        let values: Vec<f64> = files
+            .iter()
+            .map(|f| {
+                let ls = memlink::scenario::load(f).unwrap();
+                let a = ls.scenario.arms.iter().find(|a| a.name == arm).expect("every paper scenario has the arm");
+                let json = serde_json::to_value(&a.guard).unwrap();
+                let mut v = json.as_object().unwrap().values().next().unwrap().clone();
+                for key in p.name.split('.') {
+                    v = v[key].clone();
+                }
+                v.as_f64().unwrap()
+            })
+            .collect();
+        assert!(values.iter().all(|v| *v == values[0]), "{arm} {}: {values:?}", p.name);
+        let row = format!("| {arm}: {} | {:.4} |", p.name, values[0]);
+        assert!(report.contains(&row), "{row} missing from reports/calibration.md");
     }
 }
 
@@ -496,7 +546,9 @@ fn a_judge_shift_is_fitted_into_the_profile_and_moves_only_its_judges_rows() {
     }
     let fit = cal.fit(&dir.join("o"), false, &mut |_, _| {}).unwrap();
     assert_eq!(fit.parameters[0].0, "judge challenger.bias");
-    assert_eq!(fit.parameters[0].1, 0.0, "a profile without the shift starts at none");
+    let current =
+        memlink::agent::load_profile(cal.profile_path()).unwrap().judges.get("challenger").map_or(0.0, |j| j.bias);
+    assert_eq!(fit.parameters[0].1, current, "starts from the profile's shift (none: 0)");
     assert_eq!(fit.components.len(), 1);
     let out = dir.join("fitted.ron");
     cal.write_profile(&fit, &out).unwrap();
