@@ -181,25 +181,20 @@ impl Profile {
 pub fn load_profile(path: &Path) -> Result<Profile> {
     let text = read_file(path)?;
     let p: Profile = parse_ron(path, &text)?;
-    for kind in p.judges.keys() {
-        if !JUDGE_KINDS.contains(&kind.as_str()) {
-            return Err(crate::error::Error::Invalid {
-                path: path.to_path_buf(),
-                pos: crate::error::locate_field(&text, &format!("\"{kind}\"")),
-                field: "judges".into(),
-                expected: format!("a judge guard kind, one of {JUDGE_KINDS:?}, not `{kind}`"),
-            });
-        }
-    }
     for (kind, j) in &p.judges {
-        if !(j.bias.is_finite() && j.dissent.is_finite()) {
-            return Err(crate::error::Error::Invalid {
-                path: path.to_path_buf(),
-                pos: crate::error::locate_field(&text, &format!("\"{kind}\"")),
-                field: "judges".into(),
-                expected: format!("finite shifts for `{kind}`"),
-            });
-        }
+        let expected = if !JUDGE_KINDS.contains(&kind.as_str()) {
+            format!("a judge guard kind, one of {JUDGE_KINDS:?}, not `{kind}`")
+        } else if !(j.bias.is_finite() && j.dissent.is_finite()) {
+            format!("finite shifts for `{kind}`")
+        } else {
+            continue;
+        };
+        return Err(crate::error::Error::Invalid {
+            path: path.to_path_buf(),
+            pos: crate::error::locate_field(&text, &format!("\"{kind}\"")),
+            field: "judges".into(),
+            expected,
+        });
     }
     for w in p.workloads.values() {
         w.check().map_err(|(field, expected)| crate::error::Error::Invalid {

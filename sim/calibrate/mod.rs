@@ -677,15 +677,13 @@ impl Calibration {
         self.spec
             .parameters
             .iter()
-            .map(|p| match &p.guard {
-                None if p.judge.is_some() => self
-                    .profile
-                    .judges
-                    .get(p.judge.as_deref().unwrap_or_default())
-                    .and_then(|j| j.get(&p.name))
-                    .unwrap_or(0.0),
-                None => get_param(self.profile.workload(&p.workload).expect("checked"), &p.name).expect("checked"),
-                Some(arm) => self
+            .map(|p| match (&p.guard, &p.judge) {
+                // A judge the profile does not shift yet starts unshifted.
+                (None, Some(kind)) => self.profile.judges.get(kind).and_then(|j| j.get(&p.name)).unwrap_or(0.0),
+                (None, None) => {
+                    get_param(self.profile.workload(&p.workload).expect("checked"), &p.name).expect("checked")
+                }
+                (Some(arm), _) => self
                     .scenarios
                     .values()
                     .flat_map(|ls| ls.scenario.arms.iter())
