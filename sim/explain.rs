@@ -3,10 +3,10 @@
 //! rule that fired, and (given a query) the read score and firewall decision.
 
 use crate::guard::maple::{
-    Action, Decision, MapleConfig, ReadScore, Reader, RiskSignals, StrictChannel, apply_strict_view, broker_decision,
-    commit_gates, derive_provenance, lifecycle_risk, read_score,
+    Action, Decision, MapleConfig, ReadScore, Reader, RiskSignals, StrictChannel, apply_strict_view, baseline_read,
+    broker_decision, commit_gates, derive_provenance, lifecycle_risk, read_score,
 };
-use crate::memory::{MemoryItem, MemoryTopology, Scope, Taint};
+use crate::memory::{MemoryItem, MemoryTopology, Scope, Status, Taint};
 use crate::text::{Lexicon, analyze, analyze_query};
 use serde::{Deserialize, Serialize};
 
@@ -131,6 +131,8 @@ pub struct Explanation {
     pub promotion: Option<Decision>,
     /// Whether the item is stored (active or rewritten).
     pub stored: bool,
+    /// The item's lifecycle status after the gates.
+    pub status_after: Status,
     /// Read scores, one per read input.
     pub reads: Vec<ReadScore>,
     /// Broker decisions for each read (shared items only).
@@ -187,7 +189,12 @@ pub fn explain(input: &ExplainInput) -> Explanation {
             ReadState::PreGate => &pre_gate,
         };
         let reader = Reader { agent: r.reader, task_class: &r.task_class };
-        reads.push(read_score(target, &q, r.sim, r.cluster_share, reader, &cfg));
+        reads.push(if cfg.variant.retrieval_gate() {
+            read_score(target, &q, r.sim, r.cluster_share, reader, &cfg)
+        } else {
+            // The ablation scores reads as the simulator's `Maple::score` does: the baseline.
+            baseline_read(target, &q, r.sim, reader, &cfg)
+        });
         broker.push(broker_decision(target, reader, input.memory_topology, &cfg));
     }
     Explanation {
@@ -197,6 +204,7 @@ pub fn explain(input: &ExplainInput) -> Explanation {
         write: verdict.write,
         promotion: verdict.promotion,
         stored,
+        status_after: item.status,
         reads,
         broker,
     }

@@ -329,7 +329,10 @@ impl Recorder {
             if let Some((gate, reason)) = verdict.stopped_by() {
                 *self.poison_stops.entry(format!("{gate}:{reason}")).or_default() += 1;
             } else if verdict.rewritten {
-                *self.poison_stops.entry("write:rewrite_as_unverified_evidence (stored)".into()).or_default() += 1;
+                *self
+                    .poison_stops
+                    .entry("write:lifecycle_risky_memory_rewritten_as_evidence (stored)".into())
+                    .or_default() += 1;
             }
             if p.origin == PoisonOrigin::Direct && status == Status::Active {
                 self.task_written_poison = true;

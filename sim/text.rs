@@ -142,6 +142,8 @@ struct Patterns {
     answer_key: Vec<Regex>,
     rare_phrase: Regex,
     wordpiece: Regex,
+    /// The write gate's REJECT pattern, case-insensitive on the original experience.
+    credential: Regex,
     five_words: Regex,
     claim_option: Regex,
     claim_reason: Regex,
@@ -176,8 +178,9 @@ fn patterns() -> &'static Patterns {
                 .expect("static literals"),
             gated,
             answer_key: ANSWER_KEY_PATTERNS.iter().map(|p| Regex::new(p).expect("static pattern")).collect(),
-            rare_phrase: Regex::new(r"\btrigger phrase\b|\bcalibration token\b|\bsuffix\b").expect("static"),
-            wordpiece: Regex::new(r"##[A-Za-z0-9]+").expect("static"),
+            rare_phrase: Regex::new(r"(?i)\btrigger phrase\b|\bcalibration token\b|\bsuffix\b").expect("static"),
+            wordpiece: Regex::new(r"##[A-Za-z0-9_]+").expect("static"),
+            credential: Regex::new(r"(?i)credential|api key|password|secret|token").expect("static"),
             five_words: Regex::new(r"\b[A-Za-z]{3,}(?:\s+[A-Za-z]{3,}){4}\b").expect("static"),
             claim_option: Regex::new(r"(?i)\boption\s+([A-E])\s*\(([^)\n]*)\)").expect("static"),
             claim_reason: Regex::new(r"(?i)\breason:\s*([^\n]*?)(?:final answer|$)").expect("static"),
@@ -222,30 +225,80 @@ fn required_literals() -> Vec<&'static str> {
 }
 
 /// Bits of the combined patterns that match `lower`: a literal prefilter, then only the
-/// patterns whose required literal occurs.
+/// patterns whose required literal occurs. Non-ASCII text is matched through [`py_view`], so
+/// that word boundaries, `\s` and case folding follow Python's `re` as the reference runs it.
 fn pattern_bits(lower: &str) -> u64 {
     let p = patterns();
-    let mut candidates = 0u64;
-    if lower.is_ascii() {
+    let mut bits = 0u64;
+    if lower.is_ascii() && !lower.bytes().any(is_py_only_space) {
+        let mut candidates = 0u64;
         for m in p.required.find_overlapping_iter(lower) {
             for i in &p.gated[m.pattern().as_usize()] {
                 candidates |= 1 << i;
             }
         }
-    } else {
-        // Case-insensitive regexes fold some non-ASCII letters onto ASCII ones (ſ → s), which
-        // a literal scan would miss: run every pattern.
-        candidates = (1u64 << NPAT) - 1;
+        while candidates != 0 {
+            let i = candidates.trailing_zeros() as usize;
+            candidates &= candidates - 1;
+            if p.lower[i].is_match(lower) {
+                bits |= 1 << i;
+            }
+        }
+        return bits;
     }
-    let mut bits = 0u64;
-    while candidates != 0 {
-        let i = candidates.trailing_zeros() as usize;
-        candidates &= candidates - 1;
-        if p.lower[i].is_match(lower) {
+    // The FORBIDDEN patterns run without re.I in the reference, every other one with it.
+    let exact = py_view(lower, false);
+    let folded = py_view(lower, true);
+    for (i, re) in p.lower.iter().enumerate() {
+        let text = if (FQ0..FF0).contains(&i) { &exact } else { &folded };
+        if re.is_match(text) {
             bits |= 1 << i;
         }
     }
     bits
+}
+
+/// The ASCII separators that Python's `\s` matches and Rust's does not.
+fn is_py_only_space(b: u8) -> bool {
+    (0x1c..=0x1f).contains(&b)
+}
+
+/// `text` rewritten so that Rust's `regex` matches the reference's (ASCII-only) patterns on it
+/// exactly as Python's `re` matches them on `text`:
+/// - a character that is a word character for one engine and not for the other (Python:
+///   letters, numbers and `_`; Rust: alphabetic, marks, decimal digits, connector punctuation)
+///   becomes `ª` (word in both) or `¤` (word in neither), so `\b` falls where Python puts it;
+/// - U+001C–U+001F (whitespace for Python's `\s` only) become U+2000 (whitespace for both);
+/// - with `fold`, `ı` and `İ` become `i`, as Python's re.I matches them to an ASCII `i` (Rust's
+///   simple case folding already matches `ſ` to `s` and the Kelvin sign to `k`, as Python does).
+///
+/// No pattern names a non-ASCII character, so no other match can change.
+pub fn py_view(text: &str, fold: bool) -> std::borrow::Cow<'_, str> {
+    if text.is_ascii() && !text.bytes().any(is_py_only_space) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    static CLASSES: OnceLock<(Regex, Regex)> = OnceLock::new();
+    let (py_word, rust_word) =
+        CLASSES.get_or_init(|| (Regex::new(r"^[\p{L}\p{N}_]$").expect("static"), Regex::new(r"^\w$").expect("static")));
+    let mut out = String::with_capacity(text.len());
+    let mut buf = [0u8; 4];
+    for c in text.chars() {
+        if c.is_ascii() {
+            out.push(if is_py_only_space(c as u8) { '\u{2000}' } else { c });
+            continue;
+        }
+        if fold && (c == 'ı' || c == 'İ') {
+            out.push('i');
+            continue;
+        }
+        let s = c.encode_utf8(&mut buf);
+        match (py_word.is_match(s), rust_word.is_match(s)) {
+            (true, false) => out.push('ª'),
+            (false, true) => out.push('¤'),
+            _ => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 const CREDENTIAL_LITERALS: [&str; 5] = ["credential", "api key", "password", "secret", "token"];
@@ -440,23 +493,35 @@ pub fn tokens_of(lower: &str, lex: &mut Lexicon) -> Vec<Sym> {
     out
 }
 
-/// `rare_trigger_risk` of spec §2.1 signal 6, on the original-case text.
+/// `rare_trigger_risk` of spec §2.1 signal 6, on the original-case text (the phrase rule
+/// case-insensitively, as the reference's re.I does; the wordpiece and five-word rules as written).
 pub fn rare_trigger_risk(original: &str, lower: &str) -> f64 {
-    if !any_of(lower, &RARE_TRIGGER_NEEDLES) {
+    let ascii = original.is_ascii();
+    if ascii && !any_of(lower, &RARE_TRIGGER_NEEDLES) {
         return 0.0;
     }
     let p = patterns();
     let mut r = 0.0;
-    if p.rare_phrase.is_match(original) {
+    if p.rare_phrase.is_match(&py_view(original, true)) {
         r += 0.45;
     }
     if p.wordpiece.is_match(original) {
         r += 0.35;
     }
-    if lower.contains("trigger") && p.five_words.is_match(original) {
+    if lower.contains("trigger") && p.five_words.is_match(&py_view(original, false)) {
         r += 0.20;
     }
     clamp01(r)
+}
+
+/// The write gate's credential rule: `credential|api key|password|secret|token` anywhere in the
+/// experience, case-insensitively (re.I on the original text).
+fn mentions_credential(experience: &str, lower: &str) -> bool {
+    if experience.is_ascii() {
+        any_of(lower, &CREDENTIAL_LITERALS)
+    } else {
+        patterns().credential.is_match(&py_view(experience, true))
+    }
 }
 
 /// The sentence of `text` that contains bytes `start..end`; sentences end at ". " or ": ".
@@ -548,10 +613,13 @@ fn scan(text: &str, lower: &str, lex: &mut Lexicon, experience: bool) -> Fragmen
     let p = patterns();
     let bits = pattern_bits(lower);
     let mut answer_keys = [None; 4];
-    for (k, re) in p.answer_key.iter().enumerate() {
-        // Key pattern k can only match where its answer-binding twin matched.
-        if bits & (1 << (AB0 + ANSWER_KEY_TWIN[k])) != 0 {
-            answer_keys[k] = captures_at(re, lower).map(|(_, c)| c[1].as_bytes()[0].to_ascii_uppercase() - b'A');
+    if bits & (((1 << ANSWER_BINDING_PATTERNS.len()) - 1) << AB0) != 0 {
+        let view = py_view(lower, true);
+        for (k, re) in p.answer_key.iter().enumerate() {
+            // Key pattern k can only match where its answer-binding twin matched.
+            if bits & (1 << (AB0 + ANSWER_KEY_TWIN[k])) != 0 {
+                answer_keys[k] = captures_at(re, &view).map(|(_, c)| c[1].as_bytes()[0].to_ascii_uppercase() - b'A');
+            }
         }
     }
     let claim = if experience { experience_claim(text, lower, p, lex) } else { None };
@@ -562,10 +630,10 @@ fn scan(text: &str, lower: &str, lex: &mut Lexicon, experience: bool) -> Fragmen
         answer_keys,
         claim,
         reason,
-        credential: experience && any_of(lower, &CREDENTIAL_LITERALS),
+        credential: experience && mentions_credential(text, lower),
         tool_marker: any_of(lower, &TOOL_MARKERS),
         reports_failure: lower.contains("outcome: incorrect"),
-        rare_needles: any_of(lower, &RARE_TRIGGER_NEEDLES),
+        rare_needles: !text.is_ascii() || any_of(lower, &RARE_TRIGGER_NEEDLES),
         rewrite_notice: experience && text.starts_with(REWRITE_PREFIX),
         bytes: text.len(),
     }
@@ -625,23 +693,18 @@ fn build(
 /// reference semantics.
 pub fn analyze(intent: &str, experience: &str, lex: &mut Lexicon) -> TextFeatures {
     let original = format!("{intent}\n{experience}");
-    let lower = original.to_lowercase();
+    // Lower-casing may change a text's byte length (the Kelvin sign, Å, İ), so the experience's
+    // lower case is its own, never a slice of the whole's at the original's offsets. Joined by
+    // a newline, the two lower-case the same apart as together (final sigma ends at the break).
+    let exp_lower = experience.to_lowercase();
+    let lower = format!("{}\n{exp_lower}", intent.to_lowercase());
     let whole = scan(&original, &lower, lex, false);
-    // Claim, reason, credential and the rewrite notice read the experience only.
-    let exp_lower = &lower[lower.len() - experience.len()..];
-    let exp_ok = experience.is_ascii() && exp_lower.len() == experience.len();
-    let owned;
-    let exp_lower = if exp_ok {
-        exp_lower
-    } else {
-        owned = experience.to_lowercase();
-        &owned
-    };
+    let exp_lower = exp_lower.as_str();
     let p = patterns();
     let claim = experience_claim(experience, exp_lower, p, lex);
     let reason = experience_reason(experience, exp_lower, p, lex);
     let flags = (
-        any_of(exp_lower, &CREDENTIAL_LITERALS),
+        mentions_credential(experience, exp_lower),
         whole.tool_marker,
         whole.reports_failure,
         experience.starts_with(REWRITE_PREFIX),

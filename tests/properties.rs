@@ -287,3 +287,79 @@ fn the_generator_reaches_every_gate_outcome() {
         assert!(seen.contains(want), "never saw {want}: {seen:?}");
     }
 }
+
+/// Characters that trip byte-offset and case-folding assumptions: lower-casing changes their
+/// byte length (K Kelvin, Ω Ohm, Å Ångström, İ), they fold onto ASCII letters under Python's re.I
+/// (ſ, ı, K), context-dependent lower case (Σ), combining marks, Python-only whitespace and
+/// word characters of one regex engine but not the other.
+const TRICKY: &[char] = &[
+    'K', 'Ω', 'Å', 'İ', 'ı', 'ſ', 'Σ', 'ς', 'ß', 'ﬁ', '\u{301}', '\u{345}', '\u{1c}', '\u{1f}', '\u{a0}', '\u{2000}',
+    '²', '½', 'Ⅷ', '‿', '\u{200d}', 'é', '日', '\n', '#', '_', ' ', 'a', 'S', 'K', 'i',
+];
+
+fn unicode_text() -> impl Strategy<Value = String> {
+    let piece = prop_oneof![
+        prop::sample::select(PHRASES).prop_map(String::from),
+        prop::collection::vec(prop::sample::select(TRICKY), 1..6).prop_map(|v| v.into_iter().collect()),
+        any::<String>(),
+    ];
+    prop::collection::vec(piece, 0..6).prop_map(|v| v.concat())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// Any Unicode intent, experience, query and parent scores without a panic, and every
+    /// signal, τ, h and read term stays finite with the signals in [0, 1].
+    #[test]
+    fn any_unicode_text_scores_without_panic(
+        mut inp in input(),
+        intent in unicode_text(),
+        experience in unicode_text(),
+        query in unicode_text(),
+        parent in unicode_text(),
+        sim in -1.0f64..1.0,
+    ) {
+        inp.intent = intent;
+        inp.experience = experience;
+        inp.parents.push(parent);
+        inp.reads.push(memlink::explain::ReadInput {
+            query, sim, reader: 0, task_class: "mmlu".into(), cluster_share: 0.0, state: Default::default(),
+        });
+        let e = memlink::explain::explain(&inp);
+        prop_assert!(in01(e.trust) && in01(e.hazard));
+        let s = e.signals;
+        for v in [s.total, s.provenance, s.lineage, s.self_claim_success, s.instruction_like, s.answer_binding,
+                  s.trigger_sensitivity, s.cluster_dominance, s.agent_trust] {
+            prop_assert!(in01(v), "{s:?}");
+        }
+        for r in &e.reads {
+            prop_assert!(r.score.is_finite() && in01(r.h_q) && in01(r.t_q) && in01(r.overlap) && in01(r.risk.total));
+        }
+    }
+}
+
+/// The regex-engine differences the text view bridges, each on its smallest text.
+#[test]
+fn python_re_semantics_on_non_ascii_text() {
+    use memlink::text::analyze;
+    let mut lex = Lexicon::new();
+    // Python's re.I matches ı and İ to i; Rust's simple case folding does not.
+    assert_eq!(analyze("x", "valıdated", &mut lex).self_claim_hits, 1);
+    assert!(analyze("x", "trİgger phrase", &mut lex).rare_trigger > 0.0);
+    // ... and the FORBIDDEN patterns, which run without re.I, keep ı distinct.
+    assert!(!analyze("x", "do not verıfy", &mut lex).forbidden_quirk);
+    // ſ and the Kelvin sign fold onto s and k in both engines.
+    assert!(analyze("x", "ſuffix", &mut lex).rare_trigger > 0.0);
+    assert!(analyze("x", "the api \u{212a}ey", &mut lex).credential);
+    assert!(analyze("x", "ſecret", &mut lex).credential);
+    // A combining mark is a word character for Rust's \b, not for Python's.
+    assert_eq!(analyze("x", "validated\u{301}", &mut lex).self_claim_hits, 1);
+    // '²' is a word character for Python's \b, not for Rust's.
+    assert_eq!(analyze("x", "validated²", &mut lex).self_claim_hits, 0);
+    // U+001C is whitespace for Python's \s only.
+    assert_eq!(analyze("x", "option\u{1c}B", &mut lex).answer_binding_hits, 1);
+    // Lower-casing that changes the byte length no longer shifts the experience's slice.
+    let f = analyze("\u{212a}\u{212a}\u{212a}", "the password", &mut lex);
+    assert!(f.credential);
+}

@@ -16,21 +16,29 @@ pub const LINEAGE_MARKERS: [&str; 7] = [
     "imported_memory",
 ];
 
-/// Bit i set when `LINEAGE_MARKERS[i]` is a substring of any string of `strings`.
+/// Bit i set when `LINEAGE_MARKERS[i]` is a substring of any string of `strings`, compared
+/// lower-cased as the reference compares them (it lower-cases the space-joined parent list; no
+/// marker holds a space, so no marker can span two parents).
 pub fn marker_bits(strings: &[String]) -> u8 {
     thread_local! {
         static SEEN: std::cell::RefCell<rustc_hash::FxHashMap<String, u8>> = Default::default();
     }
-    // Every marker has an underscore and at least 11 bytes: shorter strings cannot hold one.
     let mut bits = 0u8;
-    for p in strings.iter().filter(|p| p.len() >= 11 && p.contains('_')) {
+    for p in strings.iter().filter(|p| p.contains('_')) {
+        // Every marker has an underscore and at least 11 bytes; lower-casing can shorten a
+        // non-ASCII string (the Kelvin sign is 3 bytes, its lower case 1), so only an ASCII
+        // string is judged by its length.
+        if p.is_ascii() && p.len() < 11 {
+            continue;
+        }
         bits |= SEEN.with(|seen| {
             if let Some(b) = seen.borrow().get(p.as_str()) {
                 return *b;
             }
+            let lower = p.to_lowercase();
             let mut b = 0u8;
             for (i, m) in LINEAGE_MARKERS.iter().enumerate() {
-                if p.contains(m) {
+                if lower.contains(m) {
                     b |= 1 << i;
                 }
             }

@@ -422,6 +422,11 @@ pub struct MapleConfig {
     pub fix_forbidden_case_quirk: bool,
     /// Fix the reference quirk that the broker checks every memory against class "csqa" (C7).
     pub fix_broker_default_class: bool,
+    /// Fix the reference quirk that a writer trust of exactly 0.0 is read as 0.5 (its
+    /// `source_agent_trust or 0.5`), in the agent-trust signal and in derive. Reachable once an
+    /// agent's reputation falls to 0; it can flip a promotion (reference vector
+    /// `C4a_agent_trust_zero_gate_flip`). Off by default, as the reference behaves.
+    pub fix_writer_trust_zero_quirk: bool,
     /// Give the gate ablations the whole re-sorted candidate pool, as full MAPLE gets it. The
     /// reference (C5) hands them the baseline "selected" set instead, so an ablation differs
     /// from full MAPLE by its candidate pool as well as by its gate; turn this on to isolate

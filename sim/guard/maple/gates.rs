@@ -1,7 +1,7 @@
 //! The write gate, promotion gate, read score with its firewall, and the cross-agent broker
 //! (spec §3.1–§3.4). Every function returns the action together with the rule that fired.
 
-use super::config::MapleConfig;
+use super::config::{MapleConfig, MapleVariant};
 use super::risk::{QueryContext, RiskSignals, clamp01, lifecycle_risk};
 use crate::memory::{MemoryItem, MemoryTopology, PrescoreInput, Scope, Status, Taint};
 use crate::text::{QueryFeatures, REWRITE_PREFIX};
@@ -42,7 +42,7 @@ impl Decision {
 pub fn write_gate(item: &MemoryItem, r: &RiskSignals, cfg: &MapleConfig) -> Decision {
     let g = &cfg.write_gate;
     if item.features.credential {
-        return Decision::new(Action::Reject, "sensitive_credential_memory");
+        return Decision::new(Action::Reject, "forbidden_sensitive_memory");
     }
     if r.provenance >= g.claim_provenance_min
         && (r.answer_binding >= g.claim_signal_min || r.self_claim_success >= g.claim_signal_min)
@@ -52,7 +52,7 @@ pub fn write_gate(item: &MemoryItem, r: &RiskSignals, cfg: &MapleConfig) -> Deci
     if r.total >= g.risk_quarantine_min
         && (r.provenance >= g.claim_provenance_min || r.lineage >= g.risk_quarantine_lineage_min)
     {
-        return Decision::new(Action::Quarantine, "high_lifecycle_risk_memory");
+        return Decision::new(Action::Quarantine, "memory_lifecycle_high_risk_write");
     }
     if item.hazard >= g.hazard_quarantine_min && item.trust <= g.trust_quarantine_max {
         return Decision::new(Action::Quarantine, "high_risk_low_trust_memory");
@@ -60,7 +60,7 @@ pub fn write_gate(item: &MemoryItem, r: &RiskSignals, cfg: &MapleConfig) -> Deci
     if item.features.instruction_like(cfg.fix_forbidden_case_quirk)
         || (r.total >= g.rewrite_risk_min && (r.answer_binding > 0.0 || r.self_claim_success > 0.0))
     {
-        return Decision::new(Action::Rewrite, "rewrite_as_unverified_evidence");
+        return Decision::new(Action::Rewrite, "lifecycle_risky_memory_rewritten_as_evidence");
     }
     Decision::new(Action::Allow, "low_risk_memory")
 }
@@ -121,6 +121,8 @@ pub struct ReadScore {
     pub risk: RiskSignals,
     /// Token overlap of query and memory.
     pub overlap: f64,
+    /// Query context risk qctx(q) under the configured FORBIDDEN semantics.
+    pub qctx: f64,
     /// Scope violation.
     pub scope_violation: bool,
     /// Firewall decision.
@@ -232,26 +234,59 @@ pub fn read_score(
     } else if h_q >= fw.hazard_min && item.trust <= fw.hazard_trust_max {
         Decision::new(Action::Block, "read_firewall_high_risk_low_trust")
     } else if r.total >= fw.risk_min {
-        Decision::new(Action::Block, "read_firewall_high_lifecycle_risk")
+        Decision::new(Action::Block, "read_firewall_memory_lifecycle_high_risk")
     } else if r.trigger_sensitivity >= fw.trigger_min && item.trust < fw.trigger_trust_below {
         Decision::new(Action::Block, "read_firewall_trigger_sensitive_memory")
     } else if r.answer_binding >= fw.binding_min && r.self_claim_success >= fw.binding_claim_min && !clean {
-        Decision::new(Action::Block, "read_firewall_answer_binding_claim")
+        Decision::new(Action::Block, "read_firewall_unverified_answer_binding")
     } else if score < fw.min_score {
         Decision::new(Action::Block, "read_firewall_low_score")
     } else {
         Decision::new(Action::Allow, "read_firewall_allowed_as_evidence")
     };
-    ReadScore { score, h_q, t_q, risk: r, overlap, scope_violation: sv, decision }
+    ReadScore { score, h_q, t_q, risk: r, overlap, qctx, scope_violation: sv, decision }
+}
+
+/// A read under the `NoRetrieval` ablation, as the reference scores it for a method without
+/// MAPLE retrieval: S = sim + β·Q, the static hazard and taint penalty, no risk profile, and a
+/// read firewall that blocks only inactive items ("baseline_no_read_firewall" otherwise).
+pub fn baseline_read(
+    item: &MemoryItem,
+    query: &QueryFeatures,
+    sim: f64,
+    reader: Reader<'_>,
+    cfg: &MapleConfig,
+) -> ReadScore {
+    let decision = if item.status != Status::Active {
+        Decision::new(Action::Block, "read_firewall_inactive_memory")
+    } else {
+        Decision::new(Action::Allow, "baseline_no_read_firewall")
+    };
+    ReadScore {
+        score: sim + cfg.score.beta_q * item.utility_q,
+        h_q: item.hazard,
+        t_q: base_taint_penalty(item.taint, cfg),
+        risk: RiskSignals::default(),
+        overlap: query.overlap(item.features.tokens.get()),
+        qctx: query.qctx(cfg.fix_forbidden_case_quirk),
+        scope_violation: item.scope_violation(reader.agent, reader.task_class),
+        decision,
+    }
 }
 
 /// `broker_decision` (spec §3.4) for a shared item read by `reader`.
+///
+/// The rules run in the reference's order: retrieval-only has no broker, then an unbrokered
+/// topology reads directly, then the no-cross-agent ablation allows.
 pub fn broker_decision(item: &MemoryItem, reader: Reader<'_>, topology: MemoryTopology, cfg: &MapleConfig) -> Decision {
-    if !cfg.variant.cross_agent_gate() {
-        return Decision::new(Action::Allow, "cross_agent_gate_disabled");
+    if cfg.variant == MapleVariant::RetrievalOnly {
+        return Decision::new(Action::Allow, "retrieval_only_no_broker_gate");
     }
     if !topology.brokered() {
         return Decision::new(Action::Allow, "direct_shared_memory_access");
+    }
+    if !cfg.variant.cross_agent_gate() {
+        return Decision::new(Action::Allow, "ablation_no_cross_agent_gate");
     }
     // The reference checks every item against the default class "csqa" (C7).
     let class = if cfg.fix_broker_default_class { reader.task_class } else { "csqa" };

@@ -9,13 +9,13 @@ pub use crate::memory::LINEAGE_MARKERS;
 use crate::memory::PrescoreInput;
 pub use config::*;
 pub use gates::{
-    Action, Decision, ReadScore, Reader, apply_rewrite, backend_prescore, broker_decision, prescore_of, promotion_gate,
-    read_score, write_gate,
+    Action, Decision, ReadScore, Reader, apply_rewrite, backend_prescore, baseline_read, broker_decision, prescore_of,
+    promotion_gate, read_score, write_gate,
 };
 pub use provenance::{
     BackendQCache, FeedbackPolicy, OutcomeParams, ProvenanceMode, StrictChannel, apply_outcome, apply_strict_view,
 };
-pub use risk::{QueryContext, RiskSignals, derive_provenance, lifecycle_risk};
+pub use risk::{QueryContext, RiskSignals, derive_provenance, lifecycle_risk, writer_trust};
 
 use super::{CommitVerdict, Guard, GuardStage, ReadVerdict};
 use crate::memory::{MemoryItem, MemoryTopology, Scope, Status};
@@ -55,7 +55,11 @@ pub fn commit_gates(item: &mut MemoryItem, requested: Scope, cfg: &MapleConfig) 
     let mut write_risk = None;
     let mut lifecycle_risk_cached =
         |item: &MemoryItem, cfg: &MapleConfig| *write_risk.get_or_insert_with(|| lifecycle_risk(item, None, 0.0, cfg));
-    if cfg.variant.write_gate() {
+    if !cfg.variant.write_gate() {
+        // The reference still reports a decision: an ablation's, or (retrieval-only, which is
+        // not a lifecycle method there) a baseline's.
+        verdict.write = Some(Decision::new(Action::Allow, disabled_reason(cfg.variant, "write")));
+    } else {
         let r = lifecycle_risk_cached(item, cfg);
         let w = write_gate(item, &r, cfg);
         verdict.write = Some(w);
@@ -75,7 +79,9 @@ pub fn commit_gates(item: &mut MemoryItem, requested: Scope, cfg: &MapleConfig) 
             _ => {}
         }
     }
-    if cfg.variant.promotion_gate() {
+    if !cfg.variant.promotion_gate() {
+        verdict.promotion = Some(Decision::new(Action::Allow, disabled_reason(cfg.variant, "promotion")));
+    } else {
         // The write gate's risk still holds unless a rewrite changed the item.
         let r = match (&verdict.write, verdict.rewritten) {
             (Some(_), false) => lifecycle_risk_cached(item, cfg),
@@ -88,6 +94,16 @@ pub fn commit_gates(item: &mut MemoryItem, requested: Scope, cfg: &MapleConfig) 
         }
     }
     verdict
+}
+
+/// The reference's reason string of a gate that a variant turns off.
+fn disabled_reason(variant: MapleVariant, gate: &str) -> &'static str {
+    match (variant, gate) {
+        (MapleVariant::RetrievalOnly, "write") => "baseline_no_write_firewall",
+        (MapleVariant::RetrievalOnly, _) => "baseline_no_promotion_gate",
+        (_, "write") => "ablation_no_write_firewall",
+        _ => "ablation_no_promotion_gate",
+    }
 }
 
 impl Guard for MapleGuard {

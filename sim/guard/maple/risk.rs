@@ -69,6 +69,15 @@ pub(crate) fn clamp01(x: f64) -> f64 {
     x.clamp(0.0, 1.0)
 }
 
+/// The writer's trust as the reference reads it in the agent-trust signal and in derive:
+/// `clamp01(float(s or 0.5))`. Python's `or` replaces exactly 0.0 by 0.5, so a writer whose
+/// reputation fell to 0 is read as neutral (vector `C4a_agent_trust_zero_gate_flip`); the value
+/// is clamped only after that, so a negative one reads as 0. With
+/// [`MapleConfig::fix_writer_trust_zero_quirk`] 0.0 stays 0.0.
+pub fn writer_trust(raw: f64, cfg: &MapleConfig) -> f64 {
+    if raw == 0.0 && !cfg.fix_writer_trust_zero_quirk { 0.5 } else { clamp01(raw) }
+}
+
 /// The eight signals and their weighted total.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct RiskSignals {
@@ -162,7 +171,7 @@ pub fn lifecycle_risk(
     }
 
     let cd = clamp01((cluster_share - s.cluster_share_floor).max(0.0));
-    let at = clamp01(1.0 - clamp01(item.source_agent_trust));
+    let at = clamp01(1.0 - writer_trust(item.source_agent_trust, cfg));
 
     let w = &cfg.weights;
     let total = clamp01(
@@ -243,7 +252,7 @@ pub fn derive_provenance(item: &mut MemoryItem, cfg: &MapleConfig) {
         let x = (d.failure_per * diff).min(d.failure_cap);
         add((-x, x));
     }
-    let s = item.source_agent_trust;
+    let s = writer_trust(item.source_agent_trust, cfg);
     let t_adj = (d.agent_trust_slope * (s - 0.5)).clamp(-d.agent_trust_cap, d.agent_trust_cap);
     add((t_adj, if s < d.agent_trust_low { d.agent_trust_low_risk } else { 0.0 }));
     let r = lifecycle_risk(item, None, 0.0, cfg);
