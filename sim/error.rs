@@ -72,8 +72,18 @@ pub fn read_file(path: &std::path::Path) -> Result<String> {
     std::fs::read_to_string(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })
 }
 
-/// Parses RON text into `T`, turning ron's error into a positioned one.
+/// Parses RON text into `T`, turning ron's error into a positioned one. A non-finite number
+/// (`NaN`, `inf`, or a literal too large for an f64, such as `1e400`) is refused at its position
+/// before parsing: no memlink input has a use for one, and it would turn every metric it touches
+/// into a normal-looking wrong number.
 pub fn parse_ron<T: serde::de::DeserializeOwned>(path: &std::path::Path, text: &str) -> Result<T> {
+    if let Some((pos, found)) = non_finite_literal(text) {
+        return Err(Error::Parse {
+            path: path.to_path_buf(),
+            pos,
+            message: format!("expected a finite number, found `{found}`"),
+        });
+    }
     let opts = ron::Options::default().with_default_extension(ron::extensions::Extensions::IMPLICIT_SOME);
     opts.from_str(text).map_err(|e| Error::Parse {
         path: path.to_path_buf(),
@@ -101,4 +111,145 @@ pub fn locate_field(text: &str, key: &str) -> Pos {
         }
     }
     Pos { line: 1, col: 1 }
+}
+
+/// The first non-finite number literal of a RON text, outside strings and comments: `NaN`,
+/// `inf` (any sign), or a decimal literal that overflows an f64.
+pub fn non_finite_literal(text: &str) -> Option<(Pos, String)> {
+    let b = text.as_bytes();
+    let (mut i, mut line, mut line_start) = (0usize, 1usize, 0usize);
+    let pos = |at: usize, line: usize, line_start: usize| Pos { line, col: text[line_start..at].chars().count() + 1 };
+    while i < b.len() {
+        let c = b[i];
+        match c {
+            b'\n' => {
+                i += 1;
+                line += 1;
+                line_start = i;
+            }
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                i += 2;
+                while i < b.len() && !(b[i] == b'*' && b.get(i + 1) == Some(&b'/')) {
+                    if b[i] == b'\n' {
+                        line += 1;
+                        line_start = i + 1;
+                    }
+                    i += 1;
+                }
+                i += 2;
+            }
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    if b[i] == b'\\' {
+                        i += 1;
+                    }
+                    if i < b.len() && b[i] == b'\n' {
+                        line += 1;
+                        line_start = i + 1;
+                    }
+                    i += 1;
+                }
+                i += 1;
+            }
+            b'r' if matches!(b.get(i + 1), Some(b'"' | b'#')) && (i == 0 || !is_ident(b[i - 1])) => {
+                // A raw string r#"…"#: skip to the closing quote and as many hashes.
+                let mut j = i + 1;
+                while j < b.len() && b[j] == b'#' {
+                    j += 1;
+                }
+                if b.get(j) != Some(&b'"') {
+                    i += 1;
+                    continue;
+                }
+                let hashes = j - i - 1;
+                let close: String = std::iter::once('"').chain(std::iter::repeat_n('#', hashes)).collect();
+                match text[j + 1..].find(&close) {
+                    Some(end) => {
+                        let stop = j + 1 + end + close.len();
+                        for (k, ch) in b[i..stop].iter().enumerate() {
+                            if *ch == b'\n' {
+                                line += 1;
+                                line_start = i + k + 1;
+                            }
+                        }
+                        i = stop;
+                    }
+                    None => return None,
+                }
+            }
+            c if c.is_ascii_alphabetic() || c == b'_' => {
+                let start = i;
+                while i < b.len() && is_ident(b[i]) {
+                    i += 1;
+                }
+                let word = &text[start..i];
+                if matches!(word, "NaN" | "nan" | "inf" | "infinity" | "Infinity" | "NAN" | "INF") {
+                    let from = if start > 0 && matches!(b[start - 1], b'-' | b'+') { start - 1 } else { start };
+                    return Some((pos(from, line, line_start), text[from..i].to_string()));
+                }
+            }
+            c if c.is_ascii_digit() || (c == b'.' && b.get(i + 1).is_some_and(u8::is_ascii_digit)) => {
+                let start = i;
+                while i < b.len()
+                    && (b[i].is_ascii_alphanumeric()
+                        || b[i] == b'.'
+                        || b[i] == b'_'
+                        || (matches!(b[i], b'+' | b'-') && matches!(b[i - 1], b'e' | b'E')))
+                {
+                    i += 1;
+                }
+                let lit: String = text[start..i].chars().filter(|c| *c != '_').collect();
+                let decimal = !lit.starts_with("0x") && !lit.starts_with("0b") && !lit.starts_with("0o");
+                if decimal && lit.parse::<f64>().is_ok_and(|v| v.is_infinite()) {
+                    return Some((pos(start, line, line_start), text[start..i].to_string()));
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+fn is_ident(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_'
+}
+
+/// The first floating-point value of `value` (serialised) whose magnitude exceeds `limit`, as
+/// (field path, value): a guard against inputs that overflow the arithmetic they enter.
+pub fn oversized_float<T: serde::Serialize>(value: &T, limit: f64) -> Option<(String, f64)> {
+    fn walk(v: &serde_json::Value, path: &mut Vec<String>, limit: f64) -> Option<(String, f64)> {
+        match v {
+            serde_json::Value::Number(n) if n.is_f64() => {
+                let x = n.as_f64().unwrap_or(0.0);
+                (x.abs() > limit).then(|| (path.join("."), x))
+            }
+            serde_json::Value::Array(a) => a.iter().enumerate().find_map(|(i, x)| {
+                if let Some(last) = path.last_mut() {
+                    last.push_str(&format!("[{i}]"));
+                }
+                let r = walk(x, path, limit);
+                if let Some(last) = path.last_mut()
+                    && let Some(at) = last.rfind('[')
+                {
+                    last.truncate(at);
+                }
+                r
+            }),
+            serde_json::Value::Object(o) => o.iter().find_map(|(k, x)| {
+                path.push(k.clone());
+                let r = walk(x, path, limit);
+                path.pop();
+                r
+            }),
+            _ => None,
+        }
+    }
+    let v = serde_json::to_value(value).ok()?;
+    walk(&v, &mut Vec::new(), limit)
 }

@@ -110,10 +110,87 @@ pub struct ExplainInput {
     /// Memory topology for the broker check.
     #[serde(default)]
     pub memory_topology: MemoryTopology,
+    /// Agents in the team (ids 0 … agents−1): readers and ACL entries must name one of them.
+    #[serde(default = "paper_team")]
+    pub agents: u32,
 }
 
 fn half() -> f64 {
     0.5
+}
+
+fn paper_team() -> u32 {
+    8
+}
+
+impl ExplainInput {
+    /// Semantic checks; returns (field, expected) on the first problem. Writer trust may lie
+    /// outside [0, 1] (the reference clamps it, and its vectors test that); every other number
+    /// must lie in its domain.
+    pub fn check(&self) -> std::result::Result<(), (String, String)> {
+        let bad = |f: &str, e: String| Err((f.to_string(), e));
+        if self.agents == 0 || self.agents > 1_000_000 {
+            return bad("agents", format!("a team of 1 to 1000000 agents, got {}", self.agents));
+        }
+        let in01 = |x: f64| (0.0..=1.0).contains(&x);
+        if !in01(self.trust) {
+            return bad("trust", format!("a trust in [0, 1], got {}", self.trust));
+        }
+        if !in01(self.hazard) {
+            return bad("hazard", format!("a hazard in [0, 1], got {}", self.hazard));
+        }
+        if !(-1.0..=1.0).contains(&self.utility_q) {
+            return bad("utility_q", format!("a utility Q in [-1, 1], got {}", self.utility_q));
+        }
+        if !self.source_agent_trust.is_finite() || self.source_agent_trust.abs() > 1e9 {
+            return bad("source_agent_trust", format!("a finite writer trust, got {}", self.source_agent_trust));
+        }
+        let team = self.agents;
+        let outside = |ids: &[u32]| ids.iter().copied().find(|&a| a >= team);
+        if let Some(a) = outside(&self.allowed_agents) {
+            return bad("allowed_agents", format!("agent ids below the team size {team}, got {a}"));
+        }
+        if let Some(v) = &self.strict
+            && let Some(a) = outside(&v.readers)
+        {
+            return bad("readers", format!("agent ids below the team size {team}, got {a}"));
+        }
+        for r in &self.reads {
+            if !(-1.0..=1.0).contains(&r.sim) {
+                return bad("sim", format!("a cosine similarity in [-1, 1], got {}", r.sim));
+            }
+            if !in01(r.cluster_share) {
+                return bad("cluster_share", format!("a share in [0, 1], got {}", r.cluster_share));
+            }
+            if r.reader >= team {
+                return bad("reader", format!("an agent id below the team size {team}, got {}", r.reader));
+            }
+        }
+        if let Some(cfg) = &self.config {
+            cfg.validate()?;
+            if let Some((field, v)) = crate::error::oversized_float(cfg, crate::scenario::MAX_FLOAT) {
+                return bad(&field, format!("a magnitude of at most {:e}, got {v:e}", crate::scenario::MAX_FLOAT));
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads and checks an item file, with positioned errors.
+    pub fn load(path: &std::path::Path) -> crate::error::Result<ExplainInput> {
+        Self::load_str(&crate::error::read_file(path)?, path)
+    }
+
+    /// [`Self::load`] of `text` as if read from `path`.
+    pub fn load_str(text: &str, path: &std::path::Path) -> crate::error::Result<ExplainInput> {
+        let input: ExplainInput = crate::error::parse_ron(path, text)?;
+        input.check().map_err(|(field, expected)| crate::error::Error::Invalid {
+            path: path.to_path_buf(),
+            pos: crate::error::locate_field(text, &field),
+            field,
+            expected,
+        })?;
+        Ok(input)
+    }
 }
 
 /// Everything explain reports.

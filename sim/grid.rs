@@ -26,15 +26,15 @@ pub struct GridSpec {
     /// Settings, each a named base scenario relative to the grid file (Table 2's columns).
     #[serde(default)]
     pub settings: Vec<GridSetting>,
-    /// Backbone profiles (default: each base scenario's).
+    /// Backbone profiles (omitted: each base scenario's; an empty list is an error).
     #[serde(default)]
-    pub backbones: Vec<String>,
-    /// Master seeds (default: the base scenario's).
+    pub backbones: Option<Vec<String>>,
+    /// Master seeds (omitted: the base scenario's; an empty list is an error).
     #[serde(default)]
-    pub seeds: Vec<u64>,
-    /// Topologies (default: the base scenario's).
+    pub seeds: Option<Vec<u64>>,
+    /// Topologies (omitted: the base scenario's; an empty list is an error).
     #[serde(default)]
-    pub topologies: Vec<Topology>,
+    pub topologies: Option<Vec<Topology>>,
     /// Explicit attacker sets (default: the base scenario's attackers).
     #[serde(default)]
     pub attacker_sets: Vec<Vec<u32>>,
@@ -149,7 +149,12 @@ impl GridRecord {
 /// Loads a grid file and expands it, in the order settings × backbones × seeds × topologies ×
 /// attacker sets.
 pub fn expand(path: &Path) -> Result<(GridSpec, Vec<GridRun>)> {
-    let text = read_file(path)?;
+    expand_str(&read_file(path)?, path)
+}
+
+/// [`expand`] of grid `text` as if read from `path` (base scenarios resolve relative to it).
+pub fn expand_str(text: &str, path: &Path) -> Result<(GridSpec, Vec<GridRun>)> {
+    let text = text.to_string();
     let spec: GridSpec = parse_ron(path, &text)?;
     let invalid = |field: &str, expected: String| Error::Invalid {
         path: path.to_path_buf(),
@@ -157,6 +162,15 @@ pub fn expand(path: &Path) -> Result<(GridSpec, Vec<GridRun>)> {
         field: field.to_string(),
         expected,
     };
+    for (field, empty) in [
+        ("backbones", spec.backbones.as_ref().is_some_and(Vec::is_empty)),
+        ("seeds", spec.seeds.as_ref().is_some_and(Vec::is_empty)),
+        ("topologies", spec.topologies.as_ref().is_some_and(Vec::is_empty)),
+    ] {
+        if empty {
+            return Err(invalid(field, format!("at least one entry (omit `{field}` to use each base scenario's)")));
+        }
+    }
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut settings: Vec<(Option<String>, GridSetting)> =
         spec.settings.iter().map(|s| (Some(s.name.clone()), s.clone())).collect();
@@ -178,26 +192,51 @@ pub fn expand(path: &Path) -> Result<(GridSpec, Vec<GridRun>)> {
     }
     let mut runs = Vec::new();
     for (name, entry) in &settings {
+        // An error of this entry points at the entry (its name, else the grid's `base`).
+        let at = |field: &str, expected: String| {
+            let pos = match name {
+                Some(n) => locate_in_setting(&text, n, field),
+                None => crate::error::locate_field(&text, field),
+            };
+            Error::Invalid { path: path.to_path_buf(), pos, field: field.to_string(), expected }
+        };
+        for (field, empty) in [
+            ("backbones", entry.backbones.as_ref().is_some_and(Vec::is_empty)),
+            ("topologies", entry.topologies.as_ref().is_some_and(Vec::is_empty)),
+            ("arms", entry.arms.as_ref().is_some_and(Vec::is_empty)),
+        ] {
+            if empty {
+                return Err(at(field, format!("at least one entry (omit `{field}` to use the grid's)")));
+            }
+        }
         let base_path = dir.join(&entry.base);
-        let mut base = load(&base_path)?;
+        let mut base = load(&base_path).map_err(|e| match e {
+            Error::Io { path: p, source } if p == base_path => {
+                at("base", format!("a base scenario: cannot read {} ({source})", p.display()))
+            }
+            e => e,
+        })?;
         let setting = name.clone().unwrap_or_else(|| base.scenario.name.clone());
         if let Some(wanted) = &entry.arms {
             let known: Vec<String> = base.scenario.arms.iter().map(|a| a.name.clone()).collect();
             if let Some(unknown) = wanted.iter().find(|w| !known.contains(w)) {
-                return Err(invalid(
+                return Err(at(
                     "arms",
                     format!("arm names of {} ({}), not {unknown:?}", base_path.display(), known.join(", ")),
                 ));
             }
             base.scenario.arms.retain(|a| wanted.contains(&a.name));
         }
-        let grid_backbones = entry.backbones.as_ref().unwrap_or(&spec.backbones);
-        let backbones: Vec<Option<String>> =
-            if grid_backbones.is_empty() { vec![None] } else { grid_backbones.iter().cloned().map(Some).collect() };
-        let seeds = if spec.seeds.is_empty() { vec![base.scenario.seed] } else { spec.seeds.clone() };
-        let grid_topologies = entry.topologies.as_ref().unwrap_or(&spec.topologies);
-        let topologies =
-            if grid_topologies.is_empty() { vec![base.scenario.topology.clone()] } else { grid_topologies.clone() };
+        let backbones: Vec<Option<String>> = match entry.backbones.as_ref().or(spec.backbones.as_ref()) {
+            Some(b) => b.iter().cloned().map(Some).collect(),
+            None => vec![None],
+        };
+        let seeds = spec.seeds.clone().unwrap_or_else(|| vec![base.scenario.seed]);
+        let topologies = entry
+            .topologies
+            .clone()
+            .or_else(|| spec.topologies.clone())
+            .unwrap_or_else(|| vec![base.scenario.topology.clone()]);
         let chosen = entry.attacker_sets.as_ref().unwrap_or(&spec.attacker_sets);
         let sets: Vec<Option<Vec<u32>>> =
             if chosen.is_empty() { vec![None] } else { chosen.iter().cloned().map(Some).collect() };
@@ -207,7 +246,12 @@ pub fn expand(path: &Path) -> Result<(GridSpec, Vec<GridRun>)> {
                 Some(b) => {
                     let mut s = base.scenario.clone();
                     s.backbone = b.clone();
-                    crate::scenario::with_profile(s, &base_path)?
+                    crate::scenario::with_profile(s, &base_path).map_err(|e| match e {
+                        Error::Io { path: profile, source } => {
+                            at("backbones", format!("a backbone profile: cannot read {} ({source})", profile.display()))
+                        }
+                        e => e,
+                    })?
                 }
             };
             for &seed in &seeds {
@@ -219,9 +263,13 @@ pub fn expand(path: &Path) -> Result<(GridSpec, Vec<GridRun>)> {
                         if let Some(ids) = set {
                             s.scenario.attackers = Attackers::Ids(ids.clone());
                         }
-                        s.scenario.check().map_err(|(field, expected)| {
-                            invalid(if field == "attackers" { "attacker_sets" } else { &field }, expected)
-                        })?;
+                        let field_in_grid = |field: &str| match field {
+                            "attackers" => "attacker_sets".to_string(),
+                            "topology" | "k" | "m" | "p" => "topologies".to_string(),
+                            f => f.to_string(),
+                        };
+                        s.scenario.check().map_err(|(field, expected)| at(&field_in_grid(&field), expected))?;
+                        crate::scenario::check_size(&s.scenario).map_err(|e| at(&field_in_grid("topology"), e))?;
                         let attackers = match set {
                             Some(ids) => ids.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
                             None => "base".into(),
@@ -241,6 +289,33 @@ pub fn expand(path: &Path) -> Result<(GridSpec, Vec<GridRun>)> {
         }
     }
     Ok((spec, runs))
+}
+
+/// Where an entry's error points: the entry's `field` when the entry names it, else the
+/// grid's `field`, else the entry's `name`, else 1:1.
+fn locate_in_setting(text: &str, name: &str, field: &str) -> Pos {
+    let quoted = format!("\"{name}\"");
+    let Some(at) = text.find(&format!("name: {quoted}")).or_else(|| text.find(&quoted)) else {
+        return crate::error::locate_field(text, field);
+    };
+    // The entry runs from its name to the next entry's `name:` (or the end).
+    let end = text[at + 1..].find("name:").map_or(text.len(), |e| at + 1 + e);
+    let line0 = text[..at].matches('\n').count();
+    let inner = crate::error::locate_field(&text[at..end], field);
+    let found = inner != Pos { line: 1, col: 1 } || text[at..end].starts_with(field);
+    if found {
+        let col = if inner.line == 1 {
+            text[..at].rsplit('\n').next().map_or(0, |l| l.chars().count()) + inner.col
+        } else {
+            inner.col
+        };
+        return Pos { line: line0 + inner.line, col };
+    }
+    let grid = crate::error::locate_field(text, field);
+    if grid != (Pos { line: 1, col: 1 }) {
+        return grid;
+    }
+    Pos { line: line0 + 1, col: text[..at].rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1 }
 }
 
 /// Runs every expanded run (in parallel; results in expansion order, so the bytes do not
@@ -266,20 +341,73 @@ pub fn write_records(path: &Path, records: &[GridRecord]) -> Result<()> {
     write_atomic(path, &s)
 }
 
-/// Reads records written by [`write_records`]; a malformed line is an error naming it.
+/// Reads records written by [`write_records`]. A malformed line, a metric outside [0, 1] or
+/// not a number, per-round series of different lengths, a record of a run and arm seen before,
+/// an arm whose records have different round counts, or a file without records is an error
+/// naming the line: a corrupted results file never silently changes a table cell.
 pub fn read_records(path: &Path) -> Result<Vec<GridRecord>> {
-    let text = read_file(path)?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| {
-            serde_json::from_str::<GridRecord>(l).map_err(|e| Error::Parse {
-                path: path.to_path_buf(),
-                pos: Pos { line: i + 1, col: e.column() },
-                message: format!("expected one grid result record per line: {e}"),
-            })
-        })
-        .collect()
+    read_records_str(&read_file(path)?, path)
+}
+
+/// [`read_records`] of `text` as if read from `path`.
+pub fn read_records_str(text: &str, path: &Path) -> Result<Vec<GridRecord>> {
+    let bad =
+        |line: usize, message: String| Error::Parse { path: path.to_path_buf(), pos: Pos { line, col: 1 }, message };
+    let mut records: Vec<(usize, GridRecord)> = Vec::new();
+    for (i, l) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let r = serde_json::from_str::<GridRecord>(l).map_err(|e| Error::Parse {
+            path: path.to_path_buf(),
+            pos: Pos { line: i + 1, col: e.column() },
+            message: format!("expected one grid result record per line: {e}"),
+        })?;
+        check_record(&r).map_err(|m| bad(i + 1, m))?;
+        if let Some((j, _)) = records.iter().find(|(_, o)| o.grid == r.grid && o.run == r.run && o.arm == r.arm) {
+            return Err(bad(
+                i + 1,
+                format!("one record per run and arm; run {} arm {:?} is also on line {j}", r.run, r.arm),
+            ));
+        }
+        if let Some((j, o)) = records.iter().find(|(_, o)| {
+            o.backbone == r.backbone && o.setting == r.setting && o.arm == r.arm && o.mdsr.len() != r.mdsr.len()
+        }) {
+            return Err(bad(
+                i + 1,
+                format!(
+                    "{} rounds, as every record of its arm and setting has ({} on line {j})",
+                    o.mdsr.len(),
+                    o.mdsr.len()
+                ),
+            ));
+        }
+        records.push((i + 1, r));
+    }
+    if records.is_empty() {
+        return Err(bad(1, "at least one grid result record (the file is empty)".into()));
+    }
+    Ok(records.into_iter().map(|(_, r)| r).collect())
+}
+
+fn check_record(r: &GridRecord) -> std::result::Result<(), String> {
+    let rounds = r.mdsr.len();
+    if rounds == 0 {
+        return Err("per-round metrics for at least one round".into());
+    }
+    let series: [(&str, &[f64], bool); 5] = [
+        ("mdsr", &r.mdsr, true),
+        ("rda", &r.rda, true),
+        ("asr", &r.asr, true),
+        ("mdsr_upper", &r.mdsr_upper, false),
+        ("rda_lower", &r.rda_lower, false),
+    ];
+    for (name, xs, required) in series {
+        if (required || !xs.is_empty()) && xs.len() != rounds {
+            return Err(format!("`{name}` with one value per round ({rounds}, as `mdsr`), got {}", xs.len()));
+        }
+        if let Some(x) = xs.iter().find(|x| !(0.0..=1.0).contains(*x)) {
+            return Err(format!("`{name}` values that are rates in [0, 1], got {x}"));
+        }
+    }
+    Ok(())
 }
 
 fn mean_sd(xs: &[f64]) -> (f64, f64) {

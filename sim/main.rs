@@ -1,7 +1,7 @@
 //! The `memlink` command line.
 
 use clap::{Parser, Subcommand};
-use memlink::error::{Error, Result, parse_ron, read_file};
+use memlink::error::{Error, Result};
 use memlink::explain::{ExplainInput, ReadInput, ReadState, explain, render};
 use memlink::memory::{Scope, Taint};
 use memlink::run::{check_determinism, run_scenario};
@@ -42,9 +42,11 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Check a scenario file and its backbone profile without running.
+    /// Check any file memlink reads without running it: a scenario (with its backbone profile
+    /// and the run's estimated memory), grid, calibration, backbone profile, explain item, grid
+    /// results or calibration checkpoint. Says which kind it took the file for.
     Validate {
-        /// Scenario file (RON).
+        /// The file.
         scenario: PathBuf,
     },
     /// Score one memory item through MAPLE-Guard and print each signal and gate decision.
@@ -196,16 +198,8 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             Ok(())
         }
         Cmd::Validate { scenario } => {
-            let ls = load(&scenario)?;
-            let s = &ls.scenario;
-            println!(
-                "{}: ok — {} agents, {} arm(s), workload {}, backbone {}",
-                scenario.display(),
-                s.agents,
-                s.arms.len(),
-                s.workload.class(),
-                ls.profile.name
-            );
+            let (kind, summary) = memlink::inputs::validate(&scenario)?;
+            println!("{}: ok — {}: {summary}", scenario.display(), kind.name());
             Ok(())
         }
         Cmd::Explain {
@@ -223,7 +217,7 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             json,
         } => {
             let mut input: ExplainInput = match &item {
-                Some(path) => parse_ron(path, &read_file(path)?)?,
+                Some(path) => ExplainInput::load(path)?,
                 None => {
                     let (Some(intent), Some(experience)) = (intent.clone(), experience.clone()) else {
                         return Err(invalid("item", "an item file, or both --intent and --experience"));
@@ -260,6 +254,7 @@ fn dispatch(cmd: Cmd) -> Result<()> {
                         reads: Vec::new(),
                         config: None,
                         memory_topology: Default::default(),
+                        agents: 8,
                     }
                 }
             };
@@ -273,6 +268,8 @@ fn dispatch(cmd: Cmd) -> Result<()> {
                     state: ReadState::Stored,
                 });
             }
+            // The file was checked as it was read; what fails now came from a flag.
+            input.check().map_err(|(field, expected)| invalid(&format!("--{field}"), &expected))?;
             let e = explain(&input);
             if json {
                 println!("{}", serde_json::to_string_pretty(&e).expect("serializable"));
@@ -284,6 +281,9 @@ fn dispatch(cmd: Cmd) -> Result<()> {
         Cmd::Grid { grid, out, round } => {
             let (spec, runs) = memlink::grid::expand(&grid)?;
             let fewest = runs.iter().map(|r| r.scenario.scenario.protocol.rounds as usize).min().unwrap_or(3);
+            if round.is_some_and(|k| k == 0 || k > fewest) {
+                return Err(invalid("round", &format!("a round every run has, 1 to {fewest}")));
+            }
             let k = round.unwrap_or(3.min(fewest));
             eprintln!("{}: {} runs", spec.name, runs.len());
             let records = memlink::grid::run_grid(&spec, &runs);

@@ -53,20 +53,39 @@ impl Latency {
         match *self {
             Latency::Fixed(t) => t,
             Latency::Uniform(lo, hi) => lo + rng.below(hi - lo + 1),
-            Latency::LogNormal(median, sigma) => (median * (sigma * rng.normal()).exp()).round().max(0.0) as u64,
+            // Bounded, so that no sum of latencies can overflow the clock.
+            Latency::LogNormal(median, sigma) => {
+                (median * (sigma * rng.normal()).exp()).round().clamp(0.0, (MAX_LATENCY * 100) as f64) as u64
+            }
         }
     }
 
     fn validate(&self) -> std::result::Result<(), String> {
+        let max = MAX_LATENCY;
         match *self {
-            Latency::Uniform(lo, hi) if lo > hi => Err(format!("lo <= hi, got ({lo}, {hi})")),
-            Latency::LogNormal(m, s) if !(m > 0.0 && m.is_finite() && s >= 0.0 && s.is_finite()) => {
-                Err(format!("a positive median and a non-negative sigma, got ({m}, {s})"))
+            Latency::Fixed(t) if t > max => Err(format!("at most {max} ticks, got {t}")),
+            Latency::Uniform(lo, hi) if lo > hi || hi > max => {
+                Err(format!("0 <= lo <= hi <= {max} ticks, got ({lo}, {hi})"))
+            }
+            Latency::LogNormal(m, s) if !(m > 0.0 && m <= max as f64 && (0.0..=MAX_LOG_SD).contains(&s)) => {
+                Err(format!("a median in (0, {max}] ticks and a log-sd in [0, {MAX_LOG_SD}], got ({m}, {s})"))
             }
             _ => Ok(()),
         }
     }
 }
+
+/// The largest latency a scenario may name, in ticks (a million seconds at a tick per ms):
+/// time stays far from overflowing however many events a run schedules.
+pub const MAX_LATENCY: u64 = 1_000_000_000;
+/// The most memories a prompt (or a handoff report) may hold: far above the paper's 3 and 16,
+/// low enough that retrieval stays linear in what a store holds.
+pub const MAX_TOP_K: usize = 256;
+/// The largest log-sd of a log-normal latency.
+pub const MAX_LOG_SD: f64 = 10.0;
+/// The largest magnitude of any floating-point value of a scenario: a guard against values that
+/// overflow the arithmetic they enter (`1e308` weights, thresholds, latencies).
+pub const MAX_FLOAT: f64 = 1e9;
 
 /// How simulated time advances.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
@@ -425,8 +444,14 @@ impl Scenario {
         if p.rounds == 0 {
             return bad("rounds", "at least 1 round".into());
         }
-        if p.top_k == 0 {
-            return bad("top_k", "at least 1".into());
+        if !(1..=MAX_TOP_K).contains(&p.top_k) {
+            return bad("top_k", format!("1 to {MAX_TOP_K} memories per prompt, got {}", p.top_k));
+        }
+        if p.backend_k.is_some_and(|b| !(1..=4 * MAX_TOP_K).contains(&b)) {
+            return bad("backend_k", format!("1 to {} candidates per store (or None for max(4k, k+4))", 4 * MAX_TOP_K));
+        }
+        if p.handoff_report_max > MAX_TOP_K {
+            return bad("handoff_report_max", format!("at most {MAX_TOP_K} memories per handoff"));
         }
         if !(0.0..=1.0).contains(&p.epsilon) {
             return bad("epsilon", format!("a probability in [0, 1], got {}", p.epsilon));
@@ -442,8 +467,14 @@ impl Scenario {
         if self.arms.is_empty() {
             return bad("arms", "at least one arm".into());
         }
-        for arm in &self.arms {
+        for (i, arm) in self.arms.iter().enumerate() {
             arm.guard.validate().or_else(|(f, e)| bad(&f, e))?;
+            if self.arms[..i].iter().any(|a| a.name == arm.name) {
+                return bad("name", format!("distinct arm names (results are keyed by them), `{}` twice", arm.name));
+            }
+        }
+        if let Some((field, v)) = crate::error::oversized_float(self, MAX_FLOAT) {
+            return bad(&field, format!("a magnitude of at most {MAX_FLOAT:e}, got {v:e}"));
         }
         Ok(())
     }
@@ -459,13 +490,28 @@ pub fn load(path: &Path) -> Result<LoadedScenario> {
 /// backbone is resolved relative to it).
 pub fn load_str(text: &str, path: &Path) -> Result<LoadedScenario> {
     let scenario: Scenario = parse_ron(path, text)?;
-    scenario.check().map_err(|(field, expected)| Error::Invalid {
+    let invalid = |field: String, expected: String| Error::Invalid {
         path: path.to_path_buf(),
         pos: locate_field(text, &field),
         field,
         expected,
-    })?;
-    with_profile(scenario, path)
+    };
+    scenario.check().map_err(|(field, expected)| invalid(field, expected))?;
+    check_size(&scenario).map_err(|e| invalid("agents".into(), e))?;
+    with_profile(scenario, path).map_err(|e| match e {
+        // A backbone that names no readable profile is this file's error, at its `backbone`.
+        Error::Io { path: profile, source } => {
+            invalid("backbone".into(), format!("a backbone profile: cannot read {} ({source})", profile.display()))
+        }
+        e => e,
+    })
+}
+
+/// Refuses, before anything is built, a scenario whose estimated memory exceeds the machine
+/// ([`crate::estimate`]).
+pub fn check_size(scenario: &Scenario) -> std::result::Result<(), String> {
+    let limit = crate::estimate::memory_limit()?;
+    crate::estimate::check_fits(scenario, limit).map(|_| ())
 }
 
 /// Pairs a checked scenario with its backbone profile, resolved relative to `path`; the
@@ -484,21 +530,43 @@ pub fn with_profile(scenario: Scenario, path: &Path) -> Result<LoadedScenario> {
     Ok(LoadedScenario { scenario, profile, path: path.to_path_buf() })
 }
 
-/// Resolves a backbone name: an existing path as given, else `models/<name>.ron` searched from
-/// the scenario's folder upwards, then from the working directory.
+/// Resolves a backbone name. A name ending in `.ron` is a path: relative to the scenario's
+/// folder when a file is there, else as given (relative to the working directory). Any other
+/// name is `models/<name>.ron`, searched from the scenario's folder upwards (so a scenario
+/// anywhere in the repository finds the bundled profiles, from whatever working directory),
+/// then from the working directory.
 pub fn resolve_profile(scenario_path: &Path, backbone: &str) -> PathBuf {
-    let direct = PathBuf::from(backbone);
-    if backbone.ends_with(".ron") && direct.exists() {
+    // The scenario's folder as an absolute path, so that `..` steps work from a bare file name;
+    // the result is relative again where the scenario's path was.
+    let base = std::path::absolute(scenario_path).ok().and_then(|p| p.parent().map(Path::to_path_buf));
+    let relative_to_cwd = |p: PathBuf| if scenario_path.is_absolute() { p } else { relative_to_cwd(p) };
+    if backbone.ends_with(".ron") {
+        let direct = PathBuf::from(backbone);
+        if let Some(b) = &base
+            && direct.is_relative()
+            && b.join(&direct).exists()
+        {
+            return relative_to_cwd(b.join(direct));
+        }
         return direct;
     }
     let file = format!("{backbone}.ron");
-    let mut dir = scenario_path.parent().map(Path::to_path_buf);
+    let mut dir = base;
     while let Some(d) = dir {
         let cand = d.join("models").join(&file);
         if cand.exists() {
-            return cand;
+            return relative_to_cwd(cand);
         }
         dir = d.parent().map(Path::to_path_buf);
     }
     PathBuf::from("models").join(file)
+}
+
+/// `p` relative to the working directory where it lies below it, so that paths in messages
+/// and reports do not depend on where the repository is checked out.
+fn relative_to_cwd(p: PathBuf) -> PathBuf {
+    match std::env::current_dir() {
+        Ok(cwd) => p.strip_prefix(&cwd).map(Path::to_path_buf).unwrap_or(p),
+        Err(_) => p,
+    }
 }

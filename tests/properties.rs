@@ -111,6 +111,7 @@ prop_compose! {
             parents: parents.into_iter().map(String::from).collect(),
             success_count: succ, failure_count: fail,
             strict: None, reads: vec![], config: None, memory_topology: MemoryTopology::GlobalShared,
+         agents: 8,
         }
     }
 }

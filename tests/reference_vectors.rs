@@ -85,6 +85,7 @@ fn input_of(v: &Value) -> ExplainInput {
         reads,
         config: None,
         memory_topology: Default::default(),
+        agents: 8,
     }
 }
 

@@ -93,6 +93,7 @@ fn input_of(v: &Value) -> ExplainInput {
             "private-only" => MemoryTopology::PrivateOnly,
             t => panic!("memory topology {t}"),
         },
+        agents: 8,
     }
 }
 

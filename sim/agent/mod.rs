@@ -7,7 +7,7 @@ mod choice;
 mod profile;
 
 pub use choice::{DiscreteChoice, mentioned, stance};
-pub use profile::{JUDGE_KINDS, JudgeShift, Profile, WorkloadParams, load_profile};
+pub use profile::{JUDGE_KINDS, JudgeShift, Profile, WorkloadParams, load_profile, load_profile_str};
 
 use crate::engine::SimRng;
 use crate::text::{Sym, TextFeatures};

@@ -5,6 +5,14 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 
+/// The smallest softmax temperature: below it utilities divided by it overflow.
+pub const MIN_TEMPERATURE: f64 = 1e-3;
+/// The largest softmax temperature.
+pub const MAX_TEMPERATURE: f64 = 1e3;
+/// The largest magnitude of a stand-in parameter (logits, weights, gains): far beyond any
+/// fitted value, small enough that no sum of them overflows.
+pub const MAX_PARAMETER: f64 = 1e4;
+
 /// Stand-in parameters of one backbone on one workload.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -93,8 +101,14 @@ impl WorkloadParams {
         if self.summary_verbatim + self.summary_stance > 1.0 {
             return Err(("summary_stance".into(), "summary_verbatim + summary_stance <= 1".into()));
         }
-        if self.temperature <= 0.0 || !self.temperature.is_finite() {
-            return Err(("temperature".into(), format!("a positive temperature, got {}", self.temperature)));
+        if !(MIN_TEMPERATURE..=MAX_TEMPERATURE).contains(&self.temperature) {
+            return Err((
+                "temperature".into(),
+                format!("a temperature in [{MIN_TEMPERATURE}, {MAX_TEMPERATURE}], got {}", self.temperature),
+            ));
+        }
+        if let Some((field, v)) = crate::error::oversized_float(self, MAX_PARAMETER) {
+            return Err((field, format!("a finite parameter of magnitude at most {MAX_PARAMETER}, got {v:e}")));
         }
         let nonneg = [
             ("memory_weight", self.memory_weight),
@@ -179,19 +193,23 @@ impl Profile {
 
 /// Loads and checks a profile.
 pub fn load_profile(path: &Path) -> Result<Profile> {
-    let text = read_file(path)?;
-    let p: Profile = parse_ron(path, &text)?;
+    load_profile_str(&read_file(path)?, path)
+}
+
+/// [`load_profile`] of `text` as if read from `path`.
+pub fn load_profile_str(text: &str, path: &Path) -> Result<Profile> {
+    let p: Profile = parse_ron(path, text)?;
     for (kind, j) in &p.judges {
         let expected = if !JUDGE_KINDS.contains(&kind.as_str()) {
             format!("a judge guard kind, one of {JUDGE_KINDS:?}, not `{kind}`")
-        } else if !(j.bias.is_finite() && j.dissent.is_finite()) {
+        } else if !(j.bias.abs() <= MAX_PARAMETER && j.dissent.abs() <= MAX_PARAMETER) {
             format!("finite shifts for `{kind}`")
         } else {
             continue;
         };
         return Err(crate::error::Error::Invalid {
             path: path.to_path_buf(),
-            pos: crate::error::locate_field(&text, &format!("\"{kind}\"")),
+            pos: crate::error::locate_field(text, &format!("\"{kind}\"")),
             field: "judges".into(),
             expected,
         });
@@ -199,7 +217,7 @@ pub fn load_profile(path: &Path) -> Result<Profile> {
     for w in p.workloads.values() {
         w.check().map_err(|(field, expected)| crate::error::Error::Invalid {
             path: path.to_path_buf(),
-            pos: crate::error::locate_field(&text, &field),
+            pos: crate::error::locate_field(text, &field),
             field,
             expected,
         })?;

@@ -354,7 +354,12 @@ impl Calibration {
     /// Loads a calibration file, its targets, profile and scenarios, and checks that no
     /// MAPLE-Guard row is selected.
     pub fn load(path: &Path) -> Result<Self> {
-        let text = read_file(path)?;
+        Self::load_str(&read_file(path)?, path)
+    }
+
+    /// [`Self::load`] of calibration `text` as if read from `path`.
+    pub fn load_str(text: &str, path: &Path) -> Result<Self> {
+        let text = text.to_string();
         let spec: CalibrationSpec = parse_ron(path, &text)?;
         let invalid = |field: &str, expected: String| Error::Invalid {
             path: path.to_path_buf(),
@@ -858,6 +863,64 @@ impl Calibration {
         out.join(format!("{}.state.json", self.spec.name))
     }
 
+    /// Reads a checkpoint of this calibration (`<out>/<name>.state.json`) and checks that it can
+    /// be continued: one simplex per search at most, each of its search's dimension, with every
+    /// vertex inside the parameters' bounds, finite non-negative objective values sorted best
+    /// first, and consistent counters. A corrupted file is a positioned error, never a resumed fit
+    /// from an impossible state.
+    pub fn load_checkpoint(&self, state: &Path) -> Result<Vec<Simplex>> {
+        self.checkpoint_from_str(&read_file(state)?, state)
+    }
+
+    /// [`Self::load_checkpoint`] of `text` as if read from `state`.
+    pub fn checkpoint_from_str(&self, text: &str, state: &Path) -> Result<Vec<Simplex>> {
+        let bad = |message: String| Error::Parse { path: state.to_path_buf(), pos: Pos { line: 1, col: 1 }, message };
+        let s: Vec<Simplex> = serde_json::from_str(text).map_err(|e| Error::Parse {
+            path: state.to_path_buf(),
+            pos: Pos { line: e.line(), col: e.column() },
+            message: format!("expected a calibration checkpoint: {e}"),
+        })?;
+        let comps = self.components();
+        if s.len() > comps.len() {
+            return Err(bad(format!(
+                "a checkpoint of this calibration's {} searches, found {} simplices",
+                comps.len(),
+                s.len()
+            )));
+        }
+        let params = &self.spec.parameters;
+        for (ci, (x, (pi, _))) in s.iter().zip(&comps).enumerate() {
+            let bounds = Bounds {
+                lo: pi.iter().map(|&i| params[i].lo).collect(),
+                hi: pi.iter().map(|&i| params[i].hi).collect(),
+            };
+            x.check(&bounds, self.spec.max_evaluations)
+                .map_err(|e| bad(format!("search {}: {e} (a checkpoint of this calibration)", ci + 1)))?;
+        }
+        Ok(s)
+    }
+
+    /// A checkpoint of this calibration's shape, as a fit's first iteration writes it (one
+    /// simplex per search around the start point), with synthetic objective values: for tests
+    /// of the checkpoint reader and as the fuzzer's seed.
+    pub fn example_checkpoint(&self) -> Vec<Simplex> {
+        let params = &self.spec.parameters;
+        let x0 = Bounds { lo: params.iter().map(|p| p.lo).collect(), hi: params.iter().map(|p| p.hi).collect() }
+            .clamp(&self.start());
+        self.components()
+            .iter()
+            .map(|(pi, _)| {
+                let b = Bounds {
+                    lo: pi.iter().map(|&i| params[i].lo).collect(),
+                    hi: pi.iter().map(|&i| params[i].hi).collect(),
+                };
+                let sub: Vec<f64> = pi.iter().map(|&i| x0[i]).collect();
+                let step: Vec<f64> = pi.iter().map(|&i| 0.1 * (params[i].hi - params[i].lo)).collect();
+                Simplex::start(&sub, &step, &b, &mut |x| x.iter().map(|v| v.abs()).sum())
+            })
+            .collect()
+    }
+
     /// Runs the fit, writing a checkpoint after every iteration into `out`; with `resume` a
     /// checkpoint of the same calibration continues where it stopped. The parameters split
     /// into independent searches ([`Fit::components`]), run one after another, each up to
@@ -869,23 +932,7 @@ impl Calibration {
         let x0 = bounds.clamp(&self.start());
         let comps = self.components();
         let state = self.state_path(out);
-        let bad_state = |message: String| Error::Parse { path: state.clone(), pos: Pos { line: 1, col: 1 }, message };
-        let mut done: Vec<Simplex> = if resume && state.exists() {
-            let text = read_file(&state)?;
-            let s: Vec<Simplex> = serde_json::from_str(&text).map_err(|e| Error::Parse {
-                path: state.clone(),
-                pos: Pos { line: e.line(), col: e.column() },
-                message: format!("expected a calibration checkpoint: {e}"),
-            })?;
-            let fits = s.len() <= comps.len()
-                && s.iter().zip(&comps).all(|(x, c)| x.vertices.first().is_some_and(|v| v.0.len() == c.0.len()));
-            if !fits {
-                return Err(bad_state("a checkpoint of this calibration's parameters".into()));
-            }
-            s
-        } else {
-            Vec::new()
-        };
+        let mut done: Vec<Simplex> = if resume && state.exists() { self.load_checkpoint(&state)? } else { Vec::new() };
         let mut x = x0.clone();
         let (mut start_total, mut end_total) = (0.0, 0.0);
         let n_fitted = self.fitted_rows().len() as f64;

@@ -37,6 +37,48 @@ fn sort(v: &mut [(Vec<f64>, f64)]) {
 }
 
 impl Simplex {
+    /// Whether this state can be continued inside `bounds`: dimension + 1 vertices of the
+    /// bounds' dimension, inside them, finite non-negative values best first, iterations no more
+    /// than evaluations, evaluations at least the vertices and at most `max_evaluations` plus one
+    /// step's (a shrink: 2n + 2); a state with no iteration has evaluated exactly its vertices.
+    pub fn check(&self, bounds: &Bounds, max_evaluations: u32) -> Result<(), String> {
+        let n = bounds.lo.len();
+        if self.vertices.len() != n + 1 {
+            return Err(format!("{} vertices of a {n}-parameter search, expected {}", self.vertices.len(), n + 1));
+        }
+        for (k, (x, v)) in self.vertices.iter().enumerate() {
+            if x.len() != n {
+                return Err(format!("vertex {k} has {} coordinates, expected {n}", x.len()));
+            }
+            if let Some(i) = (0..n).find(|&i| !(x[i] >= bounds.lo[i] && x[i] <= bounds.hi[i])) {
+                return Err(format!(
+                    "vertex {k} coordinate {i} = {} outside its bounds [{}, {}]",
+                    x[i], bounds.lo[i], bounds.hi[i]
+                ));
+            }
+            if !(v.is_finite() && *v >= 0.0) {
+                return Err(format!("vertex {k} has objective {v}, expected a finite value >= 0"));
+            }
+        }
+        if self.vertices.windows(2).any(|w| w[0].1 > w[1].1) {
+            return Err("vertices not sorted best first".into());
+        }
+        let nv = self.vertices.len() as u32;
+        if self.evaluations < nv || self.iterations > self.evaluations {
+            return Err(format!(
+                "{} iterations and {} evaluations for {nv} vertices, expected evaluations >= vertices >= 1 and >= iterations",
+                self.iterations, self.evaluations
+            ));
+        }
+        if self.iterations == 0 && self.evaluations != nv {
+            return Err(format!("no iteration but {} evaluations, expected {nv}", self.evaluations));
+        }
+        if self.evaluations > max_evaluations.max(nv) + 2 * nv + 2 {
+            return Err(format!("{} evaluations, beyond the limit of {max_evaluations}", self.evaluations));
+        }
+        Ok(())
+    }
+
     /// The initial simplex around `x0`: `x0` and one vertex per coordinate moved by `step[i]`
     /// (inwards if that would leave the box).
     pub fn start(x0: &[f64], step: &[f64], bounds: &Bounds, f: &mut dyn FnMut(&[f64]) -> f64) -> Self {

@@ -60,8 +60,8 @@ impl McqConfig {
         if self.tasks == 0 {
             return Err(("tasks".into(), "at least 1 task".into()));
         }
-        if self.pool < 8 {
-            return Err(("pool".into(), format!("a pool of at least 8 questions, got {}", self.pool)));
+        if !(8..=1_000_000).contains(&self.pool) {
+            return Err(("pool".into(), format!("a pool of 8 to 1000000 questions, got {}", self.pool)));
         }
         if self.subjects == 0 || self.subjects > self.pool {
             return Err(("subjects".into(), format!("1..=pool subjects, got {}", self.subjects)));
@@ -69,8 +69,11 @@ impl McqConfig {
         if !(2..=5).contains(&self.options) {
             return Err(("options".into(), format!("2..=5 options per question, got {}", self.options)));
         }
-        if self.words_per_subject < 2 * self.options + 8 {
-            return Err(("words_per_subject".into(), format!("at least {} words per subject", 2 * self.options + 8)));
+        if self.words_per_subject < 2 * self.options + 8 || self.words_per_subject > 100_000 {
+            return Err((
+                "words_per_subject".into(),
+                format!("{} to 100000 words per subject, got {}", 2 * self.options + 8, self.words_per_subject),
+            ));
         }
         self.poisoning.validate(self.tasks)
     }

@@ -1,0 +1,212 @@
+//! Every kind of file memlink reads, recognised and checked by one entry point, so that
+//! `memlink validate` accepts any of them and says which kind it took a file for.
+//!
+//! The kind is read from the file: a name (`*.jsonl` results, `*.state.json` checkpoints) or,
+//! for RON, the top-level fields only one kind has (a scenario's `arms` and `workload`, a
+//! grid's `settings` or `base`, a calibration's `parameters`, a profile's `workloads`, an
+//! explain item's `experience`). Each kind is then loaded exactly as the command that reads it
+//! loads it, so validation and use cannot disagree.
+
+use crate::calibrate::Simplex;
+use crate::error::{Error, Pos, Result, read_file};
+use std::path::Path;
+
+/// The kinds of input file.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum FileKind {
+    /// A scenario (`memlink run`).
+    Scenario,
+    /// A grid (`memlink grid`).
+    Grid,
+    /// A calibration (`memlink calibrate`, `memlink assess`).
+    Calibration,
+    /// A backbone profile (`models/*.ron`).
+    Profile,
+    /// An explain item (`memlink explain`).
+    Explain,
+    /// Grid results (`results.jsonl`, `memlink report`).
+    Results,
+    /// A calibration checkpoint (`<name>.state.json`, `memlink calibrate --resume`).
+    Checkpoint,
+}
+
+impl FileKind {
+    /// The kind's name as `validate` prints it.
+    pub fn name(self) -> &'static str {
+        match self {
+            FileKind::Scenario => "scenario",
+            FileKind::Grid => "grid",
+            FileKind::Calibration => "calibration",
+            FileKind::Profile => "backbone profile",
+            FileKind::Explain => "explain item",
+            FileKind::Results => "grid results",
+            FileKind::Checkpoint => "calibration checkpoint",
+        }
+    }
+}
+
+/// Top-level field names of a RON text: `name:` at nesting depth 1, outside strings and comments.
+fn top_level_fields(text: &str) -> Vec<String> {
+    let b = text.as_bytes();
+    let (mut depth, mut i) = (0i32, 0usize);
+    let mut out = Vec::new();
+    while i < b.len() {
+        match b[i] {
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    if b[i] == b'\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+            }
+            b'(' | b'[' | b'{' => depth += 1,
+            b')' | b']' | b'}' => depth -= 1,
+            c if depth == 1 && (c.is_ascii_alphabetic() || c == b'_') => {
+                let start = i;
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                    i += 1;
+                }
+                let rest = text[i..].trim_start();
+                if rest.starts_with(':') && !rest.starts_with("::") {
+                    out.push(text[start..i].to_string());
+                }
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
+}
+
+/// The kind of the file at `path` with contents `text`.
+pub fn detect(path: &Path, text: &str) -> FileKind {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    if name.ends_with(".jsonl") {
+        return FileKind::Results;
+    }
+    if name.ends_with(".json") {
+        return if text.trim_start().starts_with('[') || name.ends_with(".state.json") {
+            FileKind::Checkpoint
+        } else {
+            FileKind::Results
+        };
+    }
+    let fields = top_level_fields(text);
+    let has = |f: &str| fields.iter().any(|x| x == f);
+    if has("parameters") || has("targets") {
+        FileKind::Calibration
+    } else if has("settings") || (has("base") && !has("arms")) {
+        FileKind::Grid
+    } else if has("workloads") {
+        FileKind::Profile
+    } else if has("experience") || has("intent") {
+        FileKind::Explain
+    } else {
+        FileKind::Scenario
+    }
+}
+
+/// Loads and checks the file at `path` as its kind's command would; returns the kind and a
+/// one-line summary of what it holds.
+pub fn validate(path: &Path) -> Result<(FileKind, String)> {
+    let text = read_file(path)?;
+    let kind = detect(path, &text);
+    let summary = match kind {
+        FileKind::Scenario => {
+            let ls = crate::scenario::load_str(&text, path)?;
+            let s = &ls.scenario;
+            format!(
+                "{} agents, {} arm(s), workload {}, backbone {}; {}",
+                s.agents,
+                s.arms.len(),
+                s.workload.class(),
+                ls.profile.name,
+                crate::estimate::Estimate::of(s).describe()
+            )
+        }
+        FileKind::Grid => {
+            let (spec, runs) = crate::grid::expand(path)?;
+            let arms: usize = runs.iter().map(|r| r.scenario.scenario.arms.len()).sum();
+            format!("{}: {} runs, {arms} arm runs", spec.name, runs.len())
+        }
+        FileKind::Calibration => {
+            let cal = crate::calibrate::Calibration::load(path)?;
+            format!(
+                "{}: {} parameters, {} fitted rows, {} checks",
+                cal.spec().name,
+                cal.spec().parameters.len(),
+                cal.rows().len(),
+                cal.checks().len()
+            )
+        }
+        FileKind::Profile => {
+            let p = crate::agent::load_profile(path)?;
+            format!("{}: workloads {}", p.name, p.workloads.keys().cloned().collect::<Vec<_>>().join(", "))
+        }
+        FileKind::Explain => {
+            let e = crate::explain::ExplainInput::load(path)?;
+            format!("{:?} scope, {} read(s)", e.scope, e.reads.len())
+        }
+        FileKind::Results => {
+            let r = crate::grid::read_records(path)?;
+            format!("{} result records", r.len())
+        }
+        FileKind::Checkpoint => {
+            let s = read_checkpoint(path, &text)?;
+            format!(
+                "{} search(es), {} evaluations (its bounds are checked by `calibrate --resume`)",
+                s.len(),
+                s.iter().map(|x| x.evaluations).sum::<u32>()
+            )
+        }
+    };
+    Ok((kind, summary))
+}
+
+/// A checkpoint's structure without its calibration: each simplex checked against unbounded
+/// parameters of its own dimension.
+fn read_checkpoint(path: &Path, text: &str) -> Result<Vec<Simplex>> {
+    let s: Vec<Simplex> = serde_json::from_str(text).map_err(|e| Error::Parse {
+        path: path.to_path_buf(),
+        pos: Pos { line: e.line(), col: e.column() },
+        message: format!("expected a calibration checkpoint: {e}"),
+    })?;
+    for (i, x) in s.iter().enumerate() {
+        let n = x.vertices.first().map_or(0, |v| v.0.len());
+        let open = crate::calibrate::Bounds { lo: vec![f64::MIN; n], hi: vec![f64::MAX; n] };
+        x.check(&open, u32::MAX / 4).map_err(|m| Error::Parse {
+            path: path.to_path_buf(),
+            pos: Pos { line: 1, col: 1 },
+            message: format!("search {}: {m}", i + 1),
+        })?;
+    }
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_are_told_apart_by_their_fields() {
+        let p = Path::new("x.ron");
+        assert_eq!(detect(p, "(name: \"a\", agents: 8, arms: [], workload: Mmlu(()))"), FileKind::Scenario);
+        assert_eq!(detect(p, "(name: \"g\", settings: [(name: \"a\", base: \"b.ron\")])"), FileKind::Grid);
+        assert_eq!(detect(p, "(name: \"g\", base: \"b.ron\", seeds: [1])"), FileKind::Grid);
+        assert_eq!(detect(p, "(name: \"c\", profile: \"q\", parameters: [])"), FileKind::Calibration);
+        assert_eq!(detect(p, "(name: \"q\", workloads: { \"mmlu\": () })"), FileKind::Profile);
+        assert_eq!(detect(p, "(intent: \"a\", experience: \"b\")"), FileKind::Explain);
+        assert_eq!(detect(Path::new("r/results.jsonl"), "{}"), FileKind::Results);
+        assert_eq!(detect(Path::new("c.state.json"), "[]"), FileKind::Checkpoint);
+        // Nested fields do not count: a scenario's arms hold a `name` and a `guard`.
+        assert_eq!(top_level_fields("(a: (b: 1), c: \"d: e\") // f: 1"), vec!["a", "c"]);
+    }
+}
