@@ -349,13 +349,36 @@ fn finite_output<T: serde::Serialize>(what: &str, value: &T, texts: &[&str]) -> 
         return Err(format!("{what}: a non-finite number ({lit}) in the output"));
     }
     for t in texts {
-        for bad in ["NaN", "inf ", " inf", "-inf"] {
-            if t.contains(bad) {
-                return Err(format!("{what}: `{}` in the rendered output", bad.trim()));
-            }
+        if let Some(w) = non_finite_word(t) {
+            return Err(format!("{what}: `{w}` in the rendered output"));
         }
     }
     Ok(())
+}
+
+/// A rendered non-finite number in prose or a table: `NaN`, `inf` or `-inf` standing as a word of
+/// its own (a name such as `qwen3.5-inf-a10b` is not one).
+pub fn non_finite_word(text: &str) -> Option<&'static str> {
+    let b = text.as_bytes();
+    let name_char = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c == b'-' || c == b'.';
+    for word in ["NaN", "inf"] {
+        let mut from = 0;
+        while let Some(off) = text[from..].find(word) {
+            let at = from + off;
+            let end = at + word.len();
+            let mut before = at;
+            if before > 0 && matches!(b[before - 1], b'-' | b'+') {
+                before -= 1;
+            }
+            let free_before = before == 0 || !name_char(b[before - 1]);
+            let free_after = end >= b.len() || !name_char(b[end]);
+            if free_before && free_after {
+                return Some(if word == "NaN" { "NaN" } else { "inf" });
+            }
+            from = end;
+        }
+    }
+    None
 }
 
 /// Whether an error keeps the rule: an input error naming the file, with a position where it
@@ -444,6 +467,10 @@ pub fn exercise(corpus: &Corpus, seed: &Seed, text: &str, cfg: &Config) -> std::
                 }
                 Ok(Outcome::Accepted)
             }
+        },
+        FileKind::Sweep => match crate::sweep::Sweep::load_str(text, path) {
+            Err(e) => refused(e),
+            Ok(_) => Ok(Outcome::Accepted),
         },
         FileKind::Checkpoint => match corpus.calibration.checkpoint_from_str(text, path) {
             Err(e) => refused(e),

@@ -126,6 +126,14 @@ pub struct GridRecord {
 
 impl GridRecord {
     fn of(grid: &str, r: &GridRun, a: &ArmSummary) -> Self {
+        Self::from_result(grid, r, &crate::sweep::exec::ArmResult::of(a))
+    }
+}
+
+impl GridRecord {
+    /// The record of one arm's stored result.
+    pub fn from_result(grid: &str, r: &GridRun, a: &crate::sweep::exec::ArmResult) -> Self {
+        let series = |k: &str| a.rounds.iter().map(|m| m.get(k).copied().unwrap_or(0.0)).collect::<Vec<f64>>();
         GridRecord {
             grid: grid.to_string(),
             run: r.index,
@@ -136,14 +144,39 @@ impl GridRecord {
             attackers: r.attackers.clone(),
             arm: a.arm.clone(),
             guard: a.guard.clone(),
-            mdsr: a.rounds.iter().map(|x| x.mdsr_strict).collect(),
-            rda: a.rounds.iter().map(|x| x.table_rda).collect(),
-            asr: a.rounds.iter().map(|x| x.asr_exposure).collect(),
-            mdsr_upper: a.rounds.iter().map(|x| x.mdsr_upper).collect(),
-            rda_lower: a.rounds.iter().map(|x| x.rda_lower).collect(),
+            mdsr: series("mdsr"),
+            rda: series("rda"),
+            asr: series("asr"),
+            mdsr_upper: series("mdsr_upper"),
+            rda_lower: series("rda_lower"),
             trace_hash: a.trace_hash.clone(),
         }
     }
+}
+
+/// Runs a grid through the sweep engine: each run's result is stored in `<dir>/runs/` as it
+/// finishes, so a killed grid resumes and a rerun skips what is done; with `shard`, only that
+/// share of the runs. Returns the records in expansion order (None when sharded: merge first).
+pub fn run_stored(
+    spec: &GridSpec,
+    runs: &[GridRun],
+    dir: &Path,
+    shard: Option<crate::sweep::exec::Shard>,
+    bar: &indicatif::ProgressBar,
+) -> Result<Option<Vec<GridRecord>>> {
+    let jobs: Vec<crate::sweep::exec::Job> =
+        runs.iter().map(|r| crate::sweep::exec::Job::new(r.scenario.clone(), r.seed)).collect();
+    crate::sweep::exec::execute(&jobs, dir, shard, bar)?;
+    if shard.is_some_and(|s| s.count > 1) {
+        return Ok(None);
+    }
+    let results = crate::sweep::exec::collect(&jobs, &[dir.to_path_buf()])?;
+    Ok(Some(
+        runs.iter()
+            .zip(&results)
+            .flat_map(|(r, res)| res.arms.iter().map(|a| GridRecord::from_result(&spec.name, r, a)).collect::<Vec<_>>())
+            .collect(),
+    ))
 }
 
 /// Loads a grid file and expands it, in the order settings × backbones × seeds × topologies ×

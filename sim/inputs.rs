@@ -28,6 +28,8 @@ pub enum FileKind {
     Results,
     /// A calibration checkpoint (`<name>.state.json`, `memlink calibrate --resume`).
     Checkpoint,
+    /// A sensitivity sweep (`memlink sweep`).
+    Sweep,
 }
 
 impl FileKind {
@@ -41,6 +43,7 @@ impl FileKind {
             FileKind::Explain => "explain item",
             FileKind::Results => "grid results",
             FileKind::Checkpoint => "calibration checkpoint",
+            FileKind::Sweep => "sweep",
         }
     }
 }
@@ -101,7 +104,9 @@ pub fn detect(path: &Path, text: &str) -> FileKind {
     }
     let fields = top_level_fields(text);
     let has = |f: &str| fields.iter().any(|x| x == f);
-    if has("parameters") || has("targets") {
+    if has("factors") || has("design") {
+        FileKind::Sweep
+    } else if has("parameters") || has("targets") {
         FileKind::Calibration
     } else if has("settings") || (has("base") && !has("arms")) {
         FileKind::Grid
@@ -159,6 +164,19 @@ pub fn validate(path: &Path) -> Result<(FileKind, String)> {
             let r = crate::grid::read_records(path)?;
             format!("{} result records", r.len())
         }
+        FileKind::Sweep => {
+            let sw = crate::sweep::Sweep::load_str(&text, path)?;
+            let distinct: std::collections::BTreeSet<&str> = sw.jobs.iter().map(|j| j.hash.as_str()).collect();
+            format!(
+                "{}: design {} over {} factors, {} points, {} runs ({} distinct)",
+                sw.plan.spec.name,
+                sw.plan.spec.design.name(),
+                sw.plan.factors.len(),
+                sw.plan.points.len(),
+                sw.plan.runs.len(),
+                distinct.len()
+            )
+        }
         FileKind::Checkpoint => {
             let s = read_checkpoint(path, &text)?;
             format!(
@@ -204,6 +222,10 @@ mod tests {
         assert_eq!(detect(p, "(name: \"c\", profile: \"q\", parameters: [])"), FileKind::Calibration);
         assert_eq!(detect(p, "(name: \"q\", workloads: { \"mmlu\": () })"), FileKind::Profile);
         assert_eq!(detect(p, "(intent: \"a\", experience: \"b\")"), FileKind::Explain);
+        assert_eq!(
+            detect(p, "(name: \"s\", base: \"b.ron\", factors: [], design: Oat(steps: [0.8]))"),
+            FileKind::Sweep
+        );
         assert_eq!(detect(Path::new("r/results.jsonl"), "{}"), FileKind::Results);
         assert_eq!(detect(Path::new("c.state.json"), "[]"), FileKind::Checkpoint);
         // Nested fields do not count: a scenario's arms hold a `name` and a `guard`.

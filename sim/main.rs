@@ -98,6 +98,65 @@ enum Cmd {
         /// Round of the table (default: 3, the paper's round; the last if runs have fewer).
         #[arg(long)]
         round: Option<usize>,
+        /// Run only shard i of N (`i/N`; default: Slurm's array variables when set). Merge the
+        /// shards' folders with `memlink merge`.
+        #[arg(long)]
+        shard: Option<String>,
+        /// No progress bar.
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Run a parameter-sensitivity sweep: a design (OAT, factorial, Latin hypercube, Morris,
+    /// Sobol, or a CSV) over factors of a scenario or its profile, crossed with settings,
+    /// topologies and seeds. Each run is stored as it finishes; a rerun (or `--resume`) skips
+    /// finished runs. Writes runs.csv, runs.jsonl, problem.json, analysis.json, summary.md and
+    /// the figures.
+    Sweep {
+        /// Sweep file (RON).
+        sweep: PathBuf,
+        /// Output folder (default: runs/sweeps/<name>).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Continue a killed sweep (finished runs are always kept; this is the default too).
+        #[arg(long)]
+        resume: bool,
+        /// Run only shard i of N (`i/N`; default: Slurm's array variables when set).
+        #[arg(long)]
+        shard: Option<String>,
+        /// No progress bar.
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Merge shard folders of one sweep into OUT: every run must be present exactly once; the
+    /// outputs are byte-identical to an unsharded run's.
+    Merge {
+        /// Shard folders.
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// Output folder.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Draw a figure from results: a sweep folder (`tornado`, `morris`, `sobol`, `rounds`,
+    /// `cdf`) or a grid's results.jsonl (`rounds`, `topology`).
+    Plot {
+        /// A sweep output folder, or a grid's results.jsonl.
+        results: PathBuf,
+        /// tornado | morris | sobol | rounds | cdf | topology.
+        #[arg(long)]
+        kind: String,
+        /// Metric (`rda@3`; for `rounds`, `mdsr` or `rda`).
+        #[arg(long)]
+        metric: Option<String>,
+        /// Setting (default: the first).
+        #[arg(long)]
+        setting: Option<String>,
+        /// Arm (default: the sweep's focus arm).
+        #[arg(long)]
+        arm: Option<String>,
+        /// Output file (.svg, or .png for PNG; default next to the results).
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
     /// Fit chosen stand-in parameters of a backbone profile to published numbers (Nelder–Mead
     /// over simulated runs with fixed seeds); checkpoints every iteration, writes the fitted
@@ -179,6 +238,18 @@ fn invalid(field: &str, expected: &str) -> Error {
         field: field.into(),
         expected: expected.into(),
     }
+}
+
+fn shard_of(arg: Option<String>) -> Result<Option<memlink::sweep::exec::Shard>> {
+    use memlink::sweep::exec::Shard;
+    match arg {
+        Some(a) => Shard::parse(&a).map(Some).map_err(|e| invalid("--shard", &e)),
+        None => Shard::from_slurm().transpose().map_err(|e| invalid("SLURM_ARRAY_TASK_ID", &e)),
+    }
+}
+
+fn shard_label(s: Option<memlink::sweep::exec::Shard>) -> String {
+    s.map(|s| format!("{}/{}", s.index, s.count)).unwrap_or_default()
 }
 
 fn dispatch(cmd: Cmd) -> Result<()> {
@@ -278,23 +349,100 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             }
             Ok(())
         }
-        Cmd::Grid { grid, out, round } => {
+        Cmd::Grid { grid, out, round, shard, quiet } => {
             let (spec, runs) = memlink::grid::expand(&grid)?;
             let fewest = runs.iter().map(|r| r.scenario.scenario.protocol.rounds as usize).min().unwrap_or(3);
             if round.is_some_and(|k| k == 0 || k > fewest) {
                 return Err(invalid("round", &format!("a round every run has, 1 to {fewest}")));
             }
             let k = round.unwrap_or(3.min(fewest));
+            let shard = shard_of(shard)?;
             eprintln!("{}: {} runs", spec.name, runs.len());
-            let records = memlink::grid::run_grid(&spec, &runs);
             let dir = out.unwrap_or_else(|| PathBuf::from("runs").join(&spec.name));
-            std::fs::create_dir_all(&dir).map_err(|source| Error::Write { path: dir.clone(), source })?;
+            let bar = memlink::sweep::exec::progress_bar(runs.len() as u64, quiet, &spec.name);
+            let Some(records) = memlink::grid::run_stored(&spec, &runs, &dir, shard, &bar)? else {
+                println!(
+                    "shard {}: finished runs are in {}/runs; merge the shards' folders with `memlink merge`",
+                    shard_label(shard),
+                    dir.display()
+                );
+                return Ok(());
+            };
             memlink::grid::write_records(&dir.join("results.jsonl"), &records)?;
             let rows = memlink::grid::table(&records, k);
             memlink::run::write_atomic(&dir.join("table.md"), &memlink::grid::markdown(&rows, k))?;
             memlink::run::write_atomic(&dir.join("table.csv"), &memlink::grid::csv(&rows, k))?;
+            // The grid's default figures, next to its table: per setting, MDSR and RDA per round
+            // and at round k by topology.
+            let results = dir.join("results.jsonl");
+            let mut settings: Vec<&str> = Vec::new();
+            for r in &records {
+                if !settings.contains(&r.setting.as_str()) {
+                    settings.push(&r.setting);
+                }
+            }
+            let mut figures = 0;
+            for setting in settings {
+                for (kind, metric) in [("rounds", "mdsr"), ("rounds", "rda"), ("topology", "mdsr"), ("topology", "rda")]
+                {
+                    let m = format!("{metric}@{k}");
+                    memlink::sweep::plot_command(&results, kind, Some(&m), Some(setting), None, None)?;
+                    figures += 1;
+                }
+            }
             print!("{}", memlink::grid::markdown(&rows, k));
-            println!("\nwrote {}/results.jsonl, table.md and table.csv", dir.display());
+            println!("\nwrote {}/results.jsonl, table.md, table.csv and {figures} figures", dir.display());
+            Ok(())
+        }
+        Cmd::Sweep { sweep, out, resume: _, shard, quiet } => {
+            let sw = memlink::sweep::Sweep::load(&sweep)?;
+            let plan = &sw.plan;
+            let dir = out.unwrap_or_else(|| PathBuf::from("runs/sweeps").join(&plan.spec.name));
+            let shard = shard_of(shard)?;
+            memlink::sweep::write_plan(plan, &dir)?;
+            let distinct: std::collections::BTreeSet<&str> = sw.jobs.iter().map(|j| j.hash.as_str()).collect();
+            eprintln!(
+                "{}: {} design points, {} runs ({} distinct){}",
+                plan.spec.name,
+                plan.points.len(),
+                plan.runs.len(),
+                distinct.len(),
+                shard.map(|s| format!(", shard {}/{}", s.index, s.count)).unwrap_or_default()
+            );
+            let bar = memlink::sweep::exec::progress_bar(distinct.len() as u64, quiet, &plan.spec.name);
+            let ran = memlink::sweep::exec::execute(&sw.jobs, &dir, shard, &bar)?;
+            eprintln!("{}: ran {ran} runs (the others were already stored)", plan.spec.name);
+            if shard.is_some_and(|s| s.count > 1) {
+                println!(
+                    "shard {}: finished runs are in {}/runs; merge the shards' folders with `memlink merge`",
+                    shard_label(shard),
+                    dir.display()
+                );
+                return Ok(());
+            }
+            let results = memlink::sweep::collect_plan(plan, &dir)?;
+            memlink::sweep::finalize(plan, &results, &dir)?;
+            println!(
+                "wrote {}/summary.md, runs.csv, runs.jsonl, problem.json, analysis.json and the figures",
+                dir.display()
+            );
+            Ok(())
+        }
+        Cmd::Merge { dirs, out } => {
+            memlink::sweep::merge(&dirs, &out)?;
+            println!("merged {} folders into {}", dirs.len(), out.display());
+            Ok(())
+        }
+        Cmd::Plot { results, kind, metric, setting, arm, out } => {
+            let file = memlink::sweep::plot_command(
+                &results,
+                &kind,
+                metric.as_deref(),
+                setting.as_deref(),
+                arm.as_deref(),
+                out.as_deref(),
+            )?;
+            println!("wrote {}", file.display());
             Ok(())
         }
         Cmd::Calibrate { calibration, out, profile_out, resume, report: report_out } => {

@@ -142,12 +142,14 @@ pub struct Distribution {
     pub max: u64,
     /// Mean.
     pub mean: f64,
+    /// The 10th, 20th, … 100th percentiles (empty without samples): a CDF to plot.
+    pub deciles: Vec<u64>,
 }
 
 impl Distribution {
     fn of(h: &Histogram<u64>) -> Self {
         if h.is_empty() {
-            return Distribution { count: 0, p50: 0, p90: 0, max: 0, mean: 0.0 };
+            return Distribution { count: 0, p50: 0, p90: 0, max: 0, mean: 0.0, deciles: Vec::new() };
         }
         Distribution {
             count: h.len(),
@@ -155,6 +157,7 @@ impl Distribution {
             p90: h.value_at_quantile(0.9),
             max: h.max(),
             mean: h.mean(),
+            deciles: (1..=10).map(|k| h.value_at_quantile(f64::from(k) / 10.0)).collect(),
         }
     }
 }

@@ -88,3 +88,15 @@ fn the_fuzzers_findings_are_refused_where_they_are() {
     let e = memlink::scenario::load_str(&dup, &quick.path).expect_err("duplicate arms refused");
     assert!(e.to_string().contains("distinct arm names"), "{e}");
 }
+
+/// The output check sees a rendered non-finite number, not a name that happens to contain one
+/// (the 100,000-case campaign's only flag was a mutated backbone named `qwen3.5-inf-a10b`).
+#[test]
+fn the_output_check_reads_words_not_names() {
+    use memlink::fuzz::non_finite_word;
+    assert_eq!(non_finite_word("| qwen3.5-inf-a10b | 42.0 |"), None);
+    assert_eq!(non_finite_word("information, infinite, NaNo"), None);
+    assert_eq!(non_finite_word("| 12.0 ± NaN |"), Some("NaN"));
+    assert_eq!(non_finite_word("mean -inf"), Some("inf"));
+    assert_eq!(non_finite_word("inf ± 3"), Some("inf"));
+}

@@ -87,7 +87,8 @@ impl Default for WorkloadParams {
 }
 
 impl WorkloadParams {
-    fn check(&self) -> std::result::Result<(), (String, String)> {
+    /// Checks every parameter's domain; (field, expected) on the first problem.
+    pub fn check(&self) -> std::result::Result<(), (String, String)> {
         let probs = [
             ("attacker_compliance", self.attacker_compliance),
             ("summary_verbatim", self.summary_verbatim),

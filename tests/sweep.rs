@@ -1,0 +1,249 @@
+//! The sweep engine from the command line: a killed sweep resumes to the bytes of an
+//! uninterrupted one, shards merge to the bytes of an unsharded run, `merge` refuses a missing or
+//! duplicated run, grids share the engine, and bad sweep files get positioned errors.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn memlink(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_memlink")).args(args).current_dir(common::root()).output().expect("binary runs")
+}
+
+fn ok(o: &Output) -> String {
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "stdout {out}\nstderr {err}");
+    out.into_owned()
+}
+
+fn refused(o: &Output, needle: &str) -> String {
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains(needle), "error says `{needle}`: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    err
+}
+
+/// A scratch folder with a small base scenario, the models beside it, and a sweep over it.
+fn setup(name: &str, sweep_body: &str, tasks: u32) -> (PathBuf, PathBuf) {
+    let d = std::env::temp_dir().join(format!("memlink-sweep-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(d.join("models")).unwrap();
+    std::fs::copy(common::path("models/qwen3.5-122b-a10b.ron"), d.join("models/qwen3.5-122b-a10b.ron")).unwrap();
+    std::fs::write(d.join("base.ron"), common::small("", tasks)).unwrap();
+    let sweep = d.join("s.ron");
+    std::fs::write(&sweep, sweep_body).unwrap();
+    (d, sweep)
+}
+
+const OAT: &str = r#"(
+    name: "t",
+    base: "base.ron",
+    replicates: Some(6),
+    design: Oat(steps: [0.8, 1.2]),
+    factors: [
+        (name: Some("w.provenance"), path: "arms[MAPLE-Guard].guard.weights.provenance"),
+        (name: Some("read.risk_min"), path: "arms[MAPLE-Guard].guard.firewall.risk_min"),
+        (name: Some("memory_weight"), path: "profile.workloads.mmlu.memory_weight"),
+    ],
+)"#;
+
+const OUTPUTS: [&str; 5] = ["summary.md", "runs.csv", "runs.jsonl", "analysis.json", "problem.json"];
+
+fn outputs(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| OUTPUTS.contains(&n.as_str()) || n.ends_with(".svg"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= OUTPUTS.len() + 2, "{files:?}");
+    files.into_iter().map(|f| (f.clone(), std::fs::read(dir.join(&f)).unwrap())).collect()
+}
+
+#[test]
+fn a_killed_sweep_resumes_to_the_bytes_of_an_uninterrupted_one() {
+    let (d, sweep) = setup("kill", OAT, 14);
+    let s = sweep.to_str().unwrap();
+    let whole = d.join("whole");
+    ok(&memlink(&["sweep", s, "--out", whole.to_str().unwrap(), "--quiet"]));
+    let killed = d.join("killed");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_memlink"))
+        .args(["sweep", s, "--out", killed.to_str().unwrap(), "--quiet"])
+        .current_dir(common::root())
+        .spawn()
+        .unwrap();
+    let runs = killed.join("runs");
+    let t0 = std::time::Instant::now();
+    loop {
+        let n = std::fs::read_dir(&runs)
+            .map(|r| r.filter(|e| e.as_ref().is_ok_and(|e| e.path().extension().is_some_and(|x| x == "json"))).count())
+            .unwrap_or(0);
+        if n >= 4 || t0.elapsed().as_secs() > 120 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    // SIGKILL: nothing is flushed, nothing is cleaned up.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let done = std::fs::read_dir(&runs).unwrap().count();
+    assert!(done < 42, "the sweep was still running when killed ({done} files)");
+    assert!(!killed.join("summary.md").exists());
+    let o = ok(&memlink(&["sweep", s, "--out", killed.to_str().unwrap(), "--resume", "--quiet"]));
+    assert!(o.contains("wrote"), "{o}");
+    assert_eq!(outputs(&whole), outputs(&killed));
+    // A plain rerun runs nothing more.
+    let again = memlink(&["sweep", s, "--out", killed.to_str().unwrap(), "--quiet"]);
+    ok(&again);
+    assert!(String::from_utf8_lossy(&again.stderr).contains("ran 0 runs"));
+}
+
+#[test]
+fn shards_merge_to_the_bytes_of_an_unsharded_run_and_merge_checks_the_runs() {
+    let (d, sweep) = setup("shard", OAT, 8);
+    let s = sweep.to_str().unwrap();
+    let whole = d.join("whole");
+    ok(&memlink(&["sweep", s, "--out", whole.to_str().unwrap(), "--quiet"]));
+    let shards: Vec<PathBuf> = (1..=3).map(|i| d.join(format!("shard{i}"))).collect();
+    for (i, dir) in shards.iter().enumerate() {
+        let o =
+            ok(&memlink(&["sweep", s, "--out", dir.to_str().unwrap(), "--shard", &format!("{}/3", i + 1), "--quiet"]));
+        assert!(o.contains("memlink merge"), "{o}");
+        assert!(!dir.join("summary.md").exists(), "a shard alone writes no outputs");
+    }
+    // Slurm's array variables choose the shard when --shard is absent.
+    let slurm = d.join("slurm2");
+    let o = Command::new(env!("CARGO_BIN_EXE_memlink"))
+        .args(["sweep", s, "--out", slurm.to_str().unwrap(), "--quiet"])
+        .current_dir(common::root())
+        .env("SLURM_ARRAY_TASK_ID", "2")
+        .env("SLURM_ARRAY_TASK_MIN", "1")
+        .env("SLURM_ARRAY_TASK_COUNT", "3")
+        .output()
+        .unwrap();
+    ok(&o);
+    let names = |p: &Path| {
+        let mut v: Vec<String> = std::fs::read_dir(p.join("runs"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(names(&slurm), names(&shards[1]));
+    let merged = d.join("merged");
+    let args: Vec<&str> = ["merge"]
+        .into_iter()
+        .chain(shards.iter().map(|p| p.to_str().unwrap()))
+        .chain(["--out", merged.to_str().unwrap()])
+        .collect();
+    ok(&memlink(&args));
+    assert_eq!(outputs(&whole), outputs(&merged));
+    // A missing shard, and a run present twice, are refused.
+    refused(
+        &memlink(&[
+            "merge",
+            shards[0].to_str().unwrap(),
+            shards[1].to_str().unwrap(),
+            "--out",
+            d.join("m2").to_str().unwrap(),
+        ]),
+        "missing",
+    );
+    let first = std::fs::read_dir(shards[0].join("runs")).unwrap().next().unwrap().unwrap().path();
+    std::fs::copy(&first, shards[1].join("runs").join(first.file_name().unwrap())).unwrap();
+    let m3 = d.join("m3");
+    let args: Vec<&str> = ["merge"]
+        .into_iter()
+        .chain(shards.iter().map(|p| p.to_str().unwrap()))
+        .chain(["--out", m3.to_str().unwrap()])
+        .collect();
+    refused(&memlink(&args), "exactly one shard folder");
+}
+
+#[test]
+fn bad_sweep_files_and_corrupted_results_get_positioned_errors() {
+    let (d, sweep) = setup("bad", &OAT.replace("guard.firewall.risk_min", "guard.firewall.risk_max"), 6);
+    let e = refused(&memlink(&["sweep", sweep.to_str().unwrap(), "--quiet"]), "risk_max");
+    assert!(e.contains("s.ron:8:"), "positioned at the factor: {e}");
+    // A range outside the parameter's domain: a probability beyond 1.
+    let body = OAT.replace(
+        r#"(name: Some("memory_weight"), path: "profile.workloads.mmlu.memory_weight"),"#,
+        r#"(name: Some("epsilon"), path: "protocol.epsilon", range: Some((0.0, 1.5))),"#,
+    );
+    std::fs::write(&sweep, body.replace("Oat(steps: [0.8, 1.2])", "Lhs(samples: 8)")).unwrap();
+    let e = refused(&memlink(&["validate", sweep.to_str().unwrap()]), "epsilon");
+    assert!(e.contains("s.ron:9:"), "{e}");
+    // An unknown design parameter.
+    std::fs::write(&sweep, OAT.replace("Oat(steps: [0.8, 1.2])", "Morris(trajectories: 4, levels: 3)")).unwrap();
+    refused(&memlink(&["sweep", sweep.to_str().unwrap()]), "even number of levels");
+    // A corrupted stored run: named, with its position; deleting it reruns it.
+    std::fs::write(&sweep, OAT.replace("Some(6)", "Some(1)")).unwrap();
+    let out = d.join("out");
+    ok(&memlink(&["sweep", sweep.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet"]));
+    let f = std::fs::read_dir(out.join("runs")).unwrap().next().unwrap().unwrap().path();
+    std::fs::write(&f, "{\"hash\": 3").unwrap();
+    let e = refused(
+        &memlink(&["sweep", sweep.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet"]),
+        "delete the file to rerun it",
+    );
+    assert!(e.contains(f.file_name().unwrap().to_str().unwrap()) && e.contains(":1:"), "{e}");
+    std::fs::remove_file(&f).unwrap();
+    ok(&memlink(&["sweep", sweep.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet"]));
+}
+
+#[test]
+fn every_design_runs_and_draws_its_figure() {
+    for (design, figure) in [
+        ("Factorial(levels: 2)", "heatmap-"),
+        ("Lhs(samples: 4)", "rounds-"),
+        ("Morris(trajectories: 2, levels: 4)", "morris-"),
+        ("Sobol(samples: 4)", "sobol-"),
+    ] {
+        let body = OAT.replace("Oat(steps: [0.8, 1.2])", design).replace("Some(6)", "Some(1)");
+        let (d, sweep) = setup(&format!("design-{}", &figure[..figure.len() - 1]), &body, 4);
+        let out = d.join("out");
+        ok(&memlink(&["sweep", sweep.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet"]));
+        let names: Vec<String> =
+            std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        assert!(names.iter().any(|n| n.starts_with(figure) && n.ends_with(".svg")), "{design}: {names:?}");
+        let problem: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("problem.json")).unwrap()).unwrap();
+        assert_eq!(problem["num_vars"], 3);
+    }
+    // A CSV design runs its rows verbatim (a SALib sample).
+    let (d, sweep) =
+        setup("csv", &OAT.replace("Oat(steps: [0.8, 1.2])", "Csv(\"design.csv\")").replace("Some(6)", "Some(1)"), 4);
+    std::fs::write(d.join("design.csv"), "w.provenance,read.risk_min,memory_weight\n0.2,0.5,3.0\n0.3,0.4,2.0\n")
+        .unwrap();
+    let out = d.join("out");
+    ok(&memlink(&["sweep", sweep.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet"]));
+    let csv = std::fs::read_to_string(out.join("runs.csv")).unwrap();
+    assert!(csv.lines().any(|l| l.contains(",0.3,0.4,2.0,")), "{csv}");
+    // A PNG on request.
+    let png = d.join("fig.png");
+    ok(&memlink(&["plot", out.to_str().unwrap(), "--kind", "rounds", "--out", png.to_str().unwrap()]));
+    assert_eq!(&std::fs::read(&png).unwrap()[1..4], b"PNG");
+}
+
+#[test]
+fn a_grid_runs_through_the_engine_and_a_rerun_skips_what_is_done() {
+    let (d, _) = setup("grid", OAT, 6);
+    let grid = d.join("g.ron");
+    std::fs::write(&grid, "(name: \"g\", base: \"base.ron\", seeds: [1, 2, 3])").unwrap();
+    let out = d.join("out");
+    let o = memlink(&["grid", grid.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet"]);
+    ok(&o);
+    let first = std::fs::read(out.join("results.jsonl")).unwrap();
+    assert_eq!(std::fs::read_dir(out.join("runs")).unwrap().count(), 3);
+    // The stored runs give the records `run_grid` computes directly.
+    let (spec, runs) = memlink::grid::expand(&grid).unwrap();
+    let direct = memlink::grid::run_grid(&spec, &runs);
+    assert_eq!(memlink::grid::read_records(&out.join("results.jsonl")).unwrap(), direct);
+    let o = memlink(&["grid", grid.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet"]);
+    ok(&o);
+    assert_eq!(first, std::fs::read(out.join("results.jsonl")).unwrap());
+}
