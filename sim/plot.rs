@@ -122,12 +122,12 @@ pub fn tornado(
     let lim =
         bars.iter().flat_map(|b| [b.low.1, b.low.2, b.high.1, b.high.2]).fold(0.5f64, |m, x| m.max(x.abs())) * 1.1;
     let height = 120 + 26 * n as u32;
-    both!(path, (760, height), |root| {
+    both!(path, (840, height), |root| {
         let mut chart = ChartBuilder::on(root)
             .caption(title, ("sans-serif", 18))
             .margin(12)
             .x_label_area_size(40)
-            .y_label_area_size(170)
+            .y_label_area_size(240)
             .build_cartesian_2d(-lim..lim, 0f64..n as f64)
             .map_err(|e| e.to_string())?;
         chart.configure_mesh().disable_y_mesh().x_desc(x_label).y_labels(0).draw().map_err(|e| e.to_string())?;

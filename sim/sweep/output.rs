@@ -187,6 +187,17 @@ fn num(x: f64) -> String {
     if x == x.trunc() && x.abs() < 1e15 { format!("{x:.1}") } else { format!("{x}") }
 }
 
+/// A value as a reader wants it in a table: at most six significant digits.
+fn short(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() {
+        return num(x);
+    }
+    let digits = (5 - x.abs().log10().floor() as i32).clamp(0, 12) as usize;
+    let s = format!("{x:.digits$}");
+    let s = if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s };
+    if s.contains('.') { s } else { format!("{s}.0") }
+}
+
 /// Writes every output of a finished sweep into `dir`.
 pub fn finalize(plan: &Plan, results: &[RunResult], dir: &Path) -> Result<()> {
     let spec = &plan.spec;
@@ -474,9 +485,9 @@ fn summary(plan: &Plan, sections: &[Section], figures: &[String]) -> String {
             "| {} | `{}` | {} | [{}, {}] |\n",
             f.name,
             f.path,
-            f.nominal.iter().map(|x| num(*x)).collect::<Vec<_>>().join(" / "),
-            num(f.bounds[0].0),
-            num(f.bounds[0].1)
+            f.nominal.iter().map(|x| short(*x)).collect::<Vec<_>>().join(" / "),
+            short(f.bounds[0].0),
+            short(f.bounds[0].1)
         ));
     }
     for setting in &plan.settings {
@@ -506,7 +517,7 @@ fn summary(plan: &Plan, sections: &[Section], figures: &[String]) -> String {
                         s.push_str(&format!(
                             "| {} | {} | {} | {:.2} |\n",
                             f.name,
-                            num(f.nominal),
+                            short(f.nominal),
                             f.steps.iter().map(|x| fmt_est(&x.2)).collect::<Vec<_>>().join(" | "),
                             big(f)
                         ));
@@ -546,7 +557,7 @@ fn summary(plan: &Plan, sections: &[Section], figures: &[String]) -> String {
                     for (label, values, e) in points {
                         s.push_str(&format!(
                             "| {label} | {} | {:.2} [{:.2}, {:.2}] |\n",
-                            values.iter().map(|v| num(*v)).collect::<Vec<_>>().join(" | "),
+                            values.iter().map(|v| short(*v)).collect::<Vec<_>>().join(" | "),
                             e.mean,
                             e.lo,
                             e.hi
