@@ -326,7 +326,7 @@ fn axis_labels<DB: DrawingBackend>(
     Ok(())
 }
 
-const PALETTE: [RGBColor; 8] = [
+const PALETTE: [RGBColor; 10] = [
     RGBColor(44, 110, 180),
     RGBColor(222, 120, 40),
     RGBColor(60, 160, 80),
@@ -335,6 +335,8 @@ const PALETTE: [RGBColor; 8] = [
     RGBColor(140, 100, 70),
     RGBColor(210, 110, 170),
     RGBColor(110, 110, 110),
+    RGBColor(180, 180, 40),
+    RGBColor(30, 180, 190),
 ];
 
 /// One series of a per-round plot: label, and per round (round, mean, lo, hi).
