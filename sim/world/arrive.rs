@@ -1,0 +1,156 @@
+//! Task arrival: per-agent knowledge, evaluator truth, the trusted haystack, the attack's writes.
+
+use super::*;
+
+impl World<'_> {
+    /// A task arrives: per-agent knowledge, evaluator truth, the attack's writes.
+    pub(super) fn arrive(&mut self, task: u32) {
+        let n = self.scn.agents as usize;
+        let rounds = self.scn.protocol.rounds as usize;
+        let wl = self.workload.clone();
+        let t = &wl.tasks()[task as usize];
+        let truth = wl.truth(task);
+        self.oracle.register_answer(task, truth.gold);
+        if let Some(risk) = truth.risk {
+            self.oracle.register_risk(task, risk);
+        }
+        self.recorder.begin_task();
+        let priors: Vec<Vec<f64>> = (0..n)
+            .map(|a| {
+                let mut rng = self.streams.rng(StreamKind::Decision, &[u64::from(task), a as u64, u64::MAX]);
+                self.backbone.knowledge(truth, &mut rng)
+            })
+            .collect();
+        // AgentPoison's query activation: once the attack has begun, retrieval queries carry the
+        // trigger (spec §6; off in every paper configuration).
+        if t.poisoning {
+            self.attack_started = true;
+        }
+        let query_text = match (self.scn.attack.retrieval_trigger(), &self.activation_note) {
+            (Some(trigger), _) if self.attack_started => format!("{} {trigger}", t.query),
+            (None, Some(note)) => format!("{} {note}", t.query),
+            _ => t.query.clone(),
+        };
+        let query = analyze_query(&query_text, &mut self.lex);
+        let query_emb: Rc<[f32]> =
+            self.embedder.embed(&query.tokens, Embedder::text_key(&query_text), &self.lex).into();
+        let option_tokens: Vec<Vec<Sym>> =
+            t.options.iter().map(|o| tokens_of(&o.to_lowercase(), &mut self.lex)).collect();
+        let st = TaskState {
+            task,
+            target: None,
+            target_tokens: Vec::new(),
+            priors,
+            selected: vec![vec![Vec::new(); n]; rounds],
+            answers: vec![vec![None; n]; rounds],
+            removed: vec![vec![false; n]; rounds],
+            unreadable: vec![vec![false; n]; rounds],
+            shown: vec![vec![None; n]; rounds],
+            tokens: vec![vec![0; n]; rounds],
+            call_time: vec![vec![0; n]; rounds],
+            answered: vec![0; rounds],
+            finished_rounds: 0,
+            query,
+            query_emb,
+            option_tokens,
+            group_sims: vec![Vec::new(); n + 1],
+            intent_sims: Vec::new(),
+            store_cache: (0..=n).map(|_| StoreCache::default()).collect(),
+            task_items: Vec::new(),
+        };
+        // A new query: every cached similarity and verdict is stale.
+        self.memo_stamp += 1;
+        self.guard.begin_task(self.scn.agents);
+        self.cur = Some(st);
+        self.preload_history(task);
+        let mut st = self.cur.take().expect("task");
+        if t.poisoning
+            && !self.attacker_ids.is_empty()
+            && let Some(strategy) = self.scn.attack.target_strategy()
+        {
+            // The attacker plans with its own belief about the answer: the lookahead target is
+            // the most plausible option it believes wrong; a workload-designated risky action
+            // (AppWorld) is taken as is.
+            let lead = self.attacker_ids[0] as usize;
+            let believed = argmax(&st.priors[lead]);
+            let mut rng = self.streams.rng(StreamKind::Attack, &[u64::from(task)]);
+            let target = match (strategy, truth.risk) {
+                (crate::attack::TargetStrategy::WorkloadRisk, Some(risk)) => risk,
+                _ => {
+                    let plaus = attacker_plausibility(&st.priors[lead]);
+                    crate::attack::choose_target(strategy, &plaus, believed, &mut rng)
+                }
+            };
+            st.target = Some(target);
+            st.target_tokens = st.option_tokens[target as usize].clone();
+            if let crate::attack::AttackConfig::Minja(m) = &self.scn.attack
+                && m.activation
+            {
+                self.activation_note = Some(m.activation_note(t, target));
+            }
+            self.targets.insert(task, (target, st.target_tokens.clone()));
+            self.cur = Some(st);
+            let attack = &self.scn.attack;
+            let recomputed = self.scn.protocol.provenance == ProvenanceMode::Recomputed;
+            let meta = &self.meta;
+            let mut feats = |i: &str, e: &str| analyze(i, e, &mut self.lex);
+            let mut derive = |item: &mut MemoryItem| {
+                if recomputed {
+                    derive_provenance(item, meta);
+                }
+            };
+            let dedupe_shared = self.scn.protocol.dedupe_shared_poison;
+            let mut hooks = crate::attack::PlanHooks { features: &mut feats, derive: &mut derive, dedupe_shared };
+            let writes = attack.plan(t, target, &self.attacker_ids, self.scn.agents, &mut hooks);
+            for w in writes {
+                self.commit_poison(w, task, target);
+            }
+            return;
+        }
+        self.cur = Some(st);
+    }
+
+    /// Commits task `task`'s user-history haystack (LongMemEval) as trusted shared memory that
+    /// bypasses every gate, as the reference's preload does (spec §1.1, §5.5).
+    pub(super) fn preload_history(&mut self, task: u32) {
+        let wl = self.workload.clone();
+        let t = &wl.tasks()[task as usize];
+        for (i, h) in wl.haystack(task).iter().enumerate() {
+            let intent = format!("User history, session {} round {}", h.session, h.round);
+            let features = analyze(&intent, &h.text, &mut self.lex);
+            let tag = Embedder::text_key(&h.text) & 0xff_ffff_ffff;
+            let name = format!("lme_haystack_{}_{}_{}_{tag:010x}_shared", t.id, h.session, i);
+            let mut item = MemoryItem::new(name, intent, h.text.clone(), features);
+            item.utility_q = if h.query_matching { 0.97 } else { 0.85 };
+            item.trust = 0.90;
+            item.hazard = 0.0;
+            item.taint = Taint::Clean;
+            item.source_type = "longmemeval_user_history_seed".into();
+            item.memory_type = "historical_conversation_round".into();
+            item.origin_task = task;
+            item.writer = Writer::User;
+            item.allowed_agents = (0..self.scn.agents).collect();
+            item.allowed_task_classes = vec![t.class.clone()];
+            item.set_parents(vec![t.id.clone()]);
+            item.source_agent_trust = 1.0;
+            self.commit_trusted(item);
+        }
+    }
+}
+
+fn argmax(xs: &[f64]) -> u8 {
+    let mut best = 0;
+    for (i, x) in xs.iter().enumerate() {
+        if *x > xs[best] {
+            best = i;
+        }
+    }
+    best as u8
+}
+
+/// How plausible each option looks to the attacker as a mistake: its own belief, with the
+/// option it believes correct zeroed.
+fn attacker_plausibility(prior: &[f64]) -> Vec<f64> {
+    let b = argmax(prior) as usize;
+    prior.iter().enumerate().map(|(i, x)| if i == b { f64::NEG_INFINITY } else { *x }).collect()
+}

@@ -1,0 +1,194 @@
+//! Pre-round memory handoffs (spec §5.2): the receiver's summary of a sender's report, its
+//! text composed from cached fragments.
+
+use super::*;
+
+impl World<'_> {
+    /// A pre-round handoff from `src` to `dst` (spec §5.2).
+    pub(super) fn handoff(&mut self, task: u32, round: u32, src: u32, dst: u32, report: &[ItemId]) {
+        let mut rng =
+            self.streams.rng(StreamKind::Summary, &[u64::from(task), u64::from(round), u64::from(src), u64::from(dst)]);
+        let retention = {
+            let reported: Vec<Reported<'_>> =
+                report.iter().map(|id| Reported { features: &self.bank.get(*id).features }).collect();
+            self.backbone.summarize(&reported, &mut rng)
+        };
+        let wl = self.workload.clone();
+        let t = &wl.tasks()[task as usize];
+        let (intent, experience, features) = self.handoff_text(t, round, src, dst, report, &retention);
+        let tag =
+            crate::engine::mix64(u64::from(task) << 32 | u64::from(round) << 16 | u64::from(src) << 8 | u64::from(dst));
+        let name = render::handoff_name(t, round, src, dst, tag & 0xff_ffff_ffff);
+        debug_assert_eq!(
+            name,
+            format!("round_dialogue_{}_r{}_a{src}_to_a{dst}_{:010x}", t.id, round, tag & 0xff_ffff_ffff)
+        );
+        let mut item = MemoryItem::new(name, intent, experience, features);
+        item.utility_q = 0.35;
+        item.trust = 0.55;
+        item.hazard = 0.15;
+        item.taint = Taint::Unverified;
+        item.source_type = "pre_round_memory_handoff".into();
+        item.memory_type = "memory_handoff_summary".into();
+        item.origin_task = task;
+        item.origin_round = round;
+        item.writer = Writer::Agent(dst);
+        item.allowed_agents = vec![dst];
+        item.allowed_task_classes = vec![t.class.to_string()];
+        item.set_parents(vec![
+            t.id.clone(),
+            self.round_labels[round as usize + 1].clone(),
+            self.agent_labels[src as usize].clone(),
+            self.agent_labels[dst as usize].clone(),
+            "memory_handoff".into(),
+        ]);
+        item.source_agent_trust = self.reputation;
+        // Strict ledger: taint propagates from the reported memories, lineage is their ids.
+        let (taint, parents) = self.ledger_inputs(report.iter().copied());
+        let reported: Vec<(ItemId, bool)> =
+            report.iter().zip(&retention).map(|(id, r)| (*id, *r == Retention::Verbatim)).collect();
+        // The handoff's own task's target: under async timing a handoff can land after its task
+        // has finished and the next one has started.
+        let now = self.now();
+        let label = label_handoff(
+            &self.oracle,
+            self.is_attacker[src as usize],
+            &reported,
+            task,
+            self.targets.get(&task).map(|(t, tok)| (*t, tok.as_slice())),
+            now,
+        );
+        self.commit(item, Scope::Private, dst, (StrictChannel::PeerMessage, taint, parents), label);
+    }
+
+    /// A handoff summary's intent, experience and features. Texts and their fragments are cached:
+    /// the intent per (sender, receiver), each sentence per (reported item, retention, sender),
+    /// header and footer per task. The header fragment is analysed with its agent and round
+    /// numbers zeroed (standalone digits form no token and match no pattern), so one serves
+    /// every handoff of the task.
+    pub(super) fn handoff_text(
+        &mut self,
+        t: &Task,
+        round: u32,
+        src: u32,
+        dst: u32,
+        report: &[ItemId],
+        retention: &[Retention],
+    ) -> (String, String, TextFeatures) {
+        if self.task_frags.as_ref().is_none_or(|f| f.0 != t.index) {
+            let header = Rc::new(experience_fragment(&render::handoff_header(t, 0, 0, 0), &mut self.lex));
+            let footer_text: Rc<str> = render::handoff_footer(t).into();
+            let footer = Rc::new(experience_fragment(&footer_text, &mut self.lex));
+            self.task_frags = Some((t.index, header, footer_text, footer));
+        }
+        let (_, header, footer_text, footer) = self.task_frags.clone().expect("just set");
+        let key = match self.scn.protocol.handoff_intent {
+            HandoffIntent::SenderReceiver => HandoffIntentKey::Edge(src, dst),
+            HandoffIntent::TaskQuestion => HandoffIntentKey::Task(t.index),
+        };
+        let (intent, intent_frag) = match self.handoff_intents.get(&key) {
+            Some(x) => x.clone(),
+            None => {
+                let text: Rc<str> = match key {
+                    HandoffIntentKey::Edge(..) => render::handoff_intent(src, dst).into(),
+                    HandoffIntentKey::Task(_) => render::handoff_task_intent(t).into(),
+                };
+                let f = Rc::new(intent_fragment(&text, &mut self.lex));
+                self.handoff_intents.insert(key, (text.clone(), f.clone()));
+                (text, f)
+            }
+        };
+        // Up to three sentences, each an intro (sender-specific text, sender-free features) and a
+        // body (memory-specific, cached per memory and kind).
+        let mut kinds: Vec<(render::SentenceKind, Option<ItemId>)> = report
+            .iter()
+            .zip(retention)
+            .filter_map(|(id, r)| render::sentence_kind(&self.bank.get(*id).features, *r).map(|k| (k, Some(*id))))
+            .take(3)
+            .collect();
+        if kinds.is_empty() {
+            kinds.push((render::SentenceKind::Fallback, None));
+        }
+        let mut experience = render::handoff_header(t, round, src, dst);
+        // Header, up to three (intro, body) pairs, footer.
+        let mut frags: Vec<Rc<Fragment>> = Vec::with_capacity(8);
+        frags.push(header);
+        for (kind, id) in kinds {
+            let intro = match self.intro_texts.get(&(kind, src)) {
+                Some(x) => x.clone(),
+                None => {
+                    let x: Rc<str> = render::sentence_intro(kind, src).into();
+                    self.intro_texts.insert((kind, src), x.clone());
+                    x
+                }
+            };
+            let intro_frag = match self.sentence_intros.get(&kind) {
+                Some(f) => f.clone(),
+                None => {
+                    let f = Rc::new(experience_fragment(&render::sentence_intro(kind, 0), &mut self.lex));
+                    self.sentence_intros.insert(kind, f.clone());
+                    f
+                }
+            };
+            experience.push_str(&intro);
+            frags.push(intro_frag);
+            // Bodies are cached by their text: the copies of one payload share it.
+            let body = id.and_then(|id| match self.body_texts.get(&(id, kind)) {
+                Some(t) => t.clone(),
+                None => {
+                    let t: Option<Rc<str>> = render::sentence_body(&self.bank.get(id).features, kind).map(Into::into);
+                    self.body_texts.insert((id, kind), t.clone());
+                    t
+                }
+            });
+            if let Some(text) = body {
+                let f = match self.sentence_bodies.get(&text) {
+                    Some(f) => f.clone(),
+                    None => {
+                        let f = Rc::new(experience_fragment(&text, &mut self.lex));
+                        self.sentence_bodies.insert(text.clone(), f.clone());
+                        f
+                    }
+                };
+                experience.push_str(&text);
+                frags.push(f);
+            }
+        }
+        experience.push_str(&footer_text);
+        frags.push(footer);
+        let features = if composable(&frags) {
+            compose(&intent_frag, &frags)
+        } else {
+            analyze(&intent, &experience, &mut self.lex)
+        };
+        debug_assert_eq!(features, analyze(&intent, &experience, &mut self.lex), "composed handoff features");
+        (intent.to_string(), experience, features)
+    }
+
+    /// Experience text and features of a memory assembled from parts given as (text, canonical
+    /// text): fragments are analysed once per canonical text and composed; debug builds assert
+    /// the result equals a whole-text scan.
+    pub(super) fn composed(&mut self, intent: &str, parts: &[(String, String)]) -> (String, TextFeatures) {
+        let get = |this: &mut Self, key: &str, is_intent: bool| -> Rc<Fragment> {
+            let cache = if is_intent { &mut this.intent_fragments } else { &mut this.part_fragments };
+            if let Some(f) = cache.get(key) {
+                return f.clone();
+            }
+            let f = Rc::new(if is_intent {
+                intent_fragment(key, &mut this.lex)
+            } else {
+                experience_fragment(key, &mut this.lex)
+            });
+            let cache = if is_intent { &mut this.intent_fragments } else { &mut this.part_fragments };
+            cache.insert(key.to_string(), f.clone());
+            f
+        };
+        let i = get(self, intent, true);
+        let frags: Vec<Rc<Fragment>> = parts.iter().map(|(_, canonical)| get(self, canonical, false)).collect();
+        let experience: String = parts.iter().map(|(text, _)| text.as_str()).collect();
+        let features =
+            if composable(&frags) { compose(&i, &frags) } else { analyze(intent, &experience, &mut self.lex) };
+        debug_assert_eq!(features, analyze(intent, &experience, &mut self.lex), "composed features");
+        (experience, features)
+    }
+}

@@ -1,0 +1,383 @@
+//! Two-stage retrieval (spec §3.3): per-store backend candidates, the candidate pool a guard
+//! receives, the broker, the guard's scoring and read firewall, then top-k.
+
+use super::*;
+
+impl World<'_> {
+    /// Cosine of `query` and the text embedding of item `id` (computed on first use).
+    pub(super) fn text_similarity(&mut self, id: ItemId, query: &[f32]) -> f64 {
+        if self.bank.text_embedding(id).is_none() {
+            let it = self.bank.get(id);
+            let e = self.embedder.embed(it.features.tokens.get(), Embedder::text_key(&it.experience), &self.lex);
+            self.bank.set_text_embedding(id, e);
+        }
+        cosine(query, self.bank.text_embedding(id).expect("just set"))
+    }
+
+    /// The backend's top-k of `cands` by hybrid score, or nothing for a guard that ranks the
+    /// whole pool itself (see [`Guard::full_pool`]): it would never be read.
+    pub(super) fn backend_selection(&self, cands: &[(f64, ItemId)], k: usize) -> Rc<[usize]> {
+        if self.guard.full_pool() { Rc::new([]) } else { hybrid_top_k(cands, &self.bank, k) }
+    }
+
+    /// A store's backend candidates for the current task (spec §3.3 stage 1): similarity per
+    /// intent, the top `backend_k` intents expanded to their memories, and the indices of the
+    /// `top_k` best by hybrid score 0.5·z_sim + 0.5·z_q. Within a task the query and every Q are
+    /// fixed and stores only grow, so the group ranking is reused until the store gains a group
+    /// and the candidates until it gains an item; the shared store's candidates thus serve
+    /// every agent and round of the task.
+    pub(super) fn store_candidates(&mut self, slot: usize, shared: bool, agent: u32) -> (Candidates, Rc<[usize]>) {
+        let proto = &self.scn.protocol;
+        let (k, bk) = (proto.top_k, proto.backend_k());
+        let topo = self.scn.memory_topology;
+        let groups = if shared { self.bank.shared_groups() } else { self.bank.private_groups(agent) };
+        let items = if shared { self.bank.shared_store().len() } else { self.bank.private_store(agent).len() };
+        let st = self.cur.as_mut().expect("task");
+        let cache = &mut st.store_cache[slot];
+        let reader_dependent = shared && topo == MemoryTopology::RoleIsolated;
+        if cache.groups == groups.len() && cache.items == items && !reader_dependent {
+            return (cache.cands.clone(), cache.best.clone());
+        }
+        if cache.groups != groups.len() {
+            let sims = &mut st.group_sims[slot];
+            let dim = self.bank.dim().max(1);
+            for g in &groups[sims.len()..] {
+                let row = g.embedding / dim;
+                if st.intent_sims.len() <= row {
+                    st.intent_sims.resize(self.bank.intent_count(), None);
+                }
+                let s = *st.intent_sims[row]
+                    .get_or_insert_with(|| cosine(&st.query_emb, self.bank.intent_embedding(g.embedding)));
+                sims.push(s);
+            }
+            // Bounded selection of the best backend_k groups (ties: lower group index first).
+            // Groups only grow and their similarities are fixed within a task, so new groups
+            // continue the selection where the last one stopped: the same result as a rescan.
+            let top = &mut cache.top;
+            let from = if cache.groups == usize::MAX { 0 } else { cache.groups };
+            if from == 0 {
+                top.clear();
+            }
+            for (g, &s) in sims.iter().enumerate().skip(from) {
+                if s < 0.0 || (top.len() == bk && s <= top[bk - 1].0) {
+                    continue;
+                }
+                let at = top.partition_point(|(t, _)| *t >= s);
+                top.insert(at, (s, g));
+                top.truncate(bk);
+            }
+            cache.groups = groups.len();
+        }
+        let mut cands: Vec<(f64, ItemId)> =
+            Vec::with_capacity(cache.top.iter().map(|(_, g)| groups[*g].members.len()).sum());
+        cands.extend(
+            cache
+                .top
+                .iter()
+                .flat_map(|(s, g)| groups[*g].members.iter().map(move |id| (*s, *id)))
+                .filter(|(_, id)| !reader_dependent || topo.shared_visible(self.bank.get(*id), agent, self.scn.agents)),
+        );
+        let best = self.backend_selection(&cands, k);
+        let cands = Rc::new(cands);
+        let st = self.cur.as_mut().expect("task");
+        let cache = &mut st.store_cache[slot];
+        cache.items = if reader_dependent { usize::MAX } else { items };
+        cache.cands = cands.clone();
+        cache.best = best.clone();
+        (cands, best)
+    }
+
+    /// A store's candidates under the same-task scope (LongMemEval, spec §5.5): only items
+    /// written for the current task, the `backend_k` most similar by intent, and the `top_k`
+    /// best of those by the backend's hybrid score.
+    pub(super) fn scoped_candidates(&mut self, slot: usize, shared: bool, agent: u32) -> (Candidates, Rc<[usize]>) {
+        let proto = &self.scn.protocol;
+        let (k, bk) = (proto.top_k, proto.backend_k());
+        let topo = self.scn.memory_topology;
+        let want = if shared { crate::memory::StoreKind::Shared } else { crate::memory::StoreKind::Private(agent) };
+        let st = self.cur.as_ref().expect("task");
+        // Within a task the query and every Q are fixed, so the candidates hold until the task
+        // gains an item; the shared store's then serve every agent (unless visibility depends
+        // on the reader).
+        let reader_dependent = shared && topo == MemoryTopology::RoleIsolated;
+        let cache = &st.store_cache[slot];
+        if !reader_dependent && cache.items == st.task_items.len() {
+            return (cache.cands.clone(), cache.best.clone());
+        }
+        let mut cands: Vec<(f64, ItemId)> = Vec::new();
+        for &id in &st.task_items {
+            let item = self.bank.get(id);
+            if self.bank.location(id) != want || (shared && !topo.shared_visible(item, agent, self.scn.agents)) {
+                continue;
+            }
+            let key = Embedder::text_key(&item.intent);
+            let sim = self.intent_cache.get(&key).map_or(0.0, |e| cosine(&st.query_emb, e));
+            cands.push((sim, id));
+        }
+        // Most similar first; ties keep commit order.
+        let mut ranked: Vec<(f64, usize, ItemId)> = cands.iter().enumerate().map(|(i, (s, id))| (*s, i, *id)).collect();
+        top_k(&mut ranked, bk, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        let cands: Vec<(f64, ItemId)> = ranked.into_iter().map(|(s, _, id)| (s, id)).collect();
+        let best = self.backend_selection(&cands, k);
+        let cands: Candidates = Rc::new(cands);
+        let st = self.cur.as_mut().expect("task");
+        let cache = &mut st.store_cache[slot];
+        cache.items = if reader_dependent { usize::MAX } else { st.task_items.len() };
+        cache.cands = cands.clone();
+        cache.best = best.clone();
+        (cands, best)
+    }
+
+    /// Two-stage retrieval (spec §3.3): per-store candidates and the backend's hybrid selection,
+    /// the broker for shared items, the guard's scoring and firewall, then top-k.
+    pub(super) fn retrieve(&mut self, agent: u32, round: u32) -> Vec<(ItemId, f64)> {
+        let proto = &self.scn.protocol;
+        let (k, bk) = (proto.top_k, proto.backend_k());
+        let st = self.cur.as_ref().expect("task");
+        let task = st.task;
+        let wl = self.workload.clone();
+        let class = wl.tasks()[task as usize].class.as_str();
+        let reader = Reader { agent, task_class: class };
+        let topo = self.scn.memory_topology;
+        // Each store's candidates are shared with the store cache, not copied.
+        let mut pools: [Option<Candidates>; 2] = [None, None];
+        let mut selected: Vec<(ItemId, bool)> = Vec::new();
+        let full_pool = self.guard.full_pool();
+        for (store_idx, shared) in [(0u64, false), (1u64, true)] {
+            if shared && topo == MemoryTopology::PrivateOnly {
+                continue;
+            }
+            let slot = if shared { self.scn.agents as usize } else { agent as usize };
+            let (cands, best) = if proto.same_task_scope {
+                self.scoped_candidates(slot, shared, agent)
+            } else {
+                self.store_candidates(slot, shared, agent)
+            };
+            // The backend's own selection (ε-exploration or the hybrid top-k); a full-pool guard
+            // ranks the whole pool itself, and the exploration stream is the selection's alone,
+            // so skipping both there changes nothing else.
+            if !full_pool {
+                let mut rng = self
+                    .streams
+                    .rng(StreamKind::Exploration, &[u64::from(task), u64::from(agent), u64::from(round), store_idx]);
+                if rng.bernoulli(proto.epsilon) {
+                    selected.extend(rng.sample_indices(cands.len(), k).iter().map(|i| (cands[*i].1, shared)));
+                } else {
+                    selected.extend(best.iter().map(|i| (cands[*i].1, shared)));
+                }
+            }
+            pools[store_idx as usize] = Some(cands);
+        }
+        let (pure, stamp) = (self.guard.score_is_pure(), self.memo_stamp);
+        let mut pool: Vec<(ItemId, bool)> = if full_pool {
+            if self.prescore_memo.len() < self.bank.len() {
+                self.prescore_memo.resize(self.bank.len(), (0, 0, 0.0));
+            }
+            let class_id = self.bank.class_id(class);
+            // The best `backend_k` of the whole pool by pre-score, in one bounded pass. Ties keep
+            // candidate order (private store first, then shared): the position breaks them.
+            let order = |a: &(f64, usize, ItemId, bool), b: &(f64, usize, ItemId, bool)| {
+                b.0.total_cmp(&a.0).then(a.1.cmp(&b.1))
+            };
+            let mut ranked = std::mem::take(&mut self.scratch.ranked);
+            ranked.clear();
+            let mut position = 0usize;
+            for (store_idx, cands) in pools.iter().enumerate() {
+                let shared = store_idx == 1;
+                for &(s, id) in cands.iter().flat_map(|c| c.iter()) {
+                    // The pre-score depends on the item, its intent similarity to the task's
+                    // query and the reader: memoised per task like the read verdicts.
+                    let i = id as usize;
+                    let m = self.prescore_memo[i];
+                    let p = if pure && m.0 == stamp && m.1 == agent {
+                        m.2
+                    } else {
+                        let input = self.bank.prescore_input(id, agent, class, class_id);
+                        let p = self.guard.prescore(input, s);
+                        self.prescore_memo[i] = (stamp, agent, p);
+                        p
+                    };
+                    insert_bounded(&mut ranked, bk, (p, position, id, shared), order);
+                    position += 1;
+                }
+            }
+            let mut pool = std::mem::take(&mut self.scratch.pool);
+            pool.clear();
+            pool.extend(ranked.iter().map(|(_, _, id, sh)| (*id, *sh)));
+            self.scratch.ranked = ranked;
+            pool
+        } else {
+            selected
+        };
+        // The cross-agent broker on shared items.
+        let mut blocked = std::mem::take(&mut self.scratch.blocked);
+        blocked.clear();
+        pool.retain(|(id, shared)| {
+            if !*shared {
+                return true;
+            }
+            let d = self.guard.broker(self.bank.get(*id), reader, topo);
+            if d.action == crate::guard::maple::Action::Block {
+                blocked.push((*id, "broker", d.reason));
+                false
+            } else {
+                true
+            }
+        });
+        // Cluster share over every candidate handed to scoring (spec C11).
+        let mut keys = std::mem::take(&mut self.scratch.keys);
+        keys.clear();
+        keys.extend(pool.iter().map(|(id, _)| self.bank.get(*id).features.answer_key));
+        let keyed = keys.iter().filter(|k| k.is_some()).count();
+        let mut key_counts = [0usize; 5];
+        for k in keys.iter().flatten() {
+            key_counts[*k as usize] += 1;
+        }
+        let query_emb = self.cur.as_ref().expect("task").query_emb.clone();
+        // The best `top_k` unblocked candidates by score, in one bounded pass; ties keep
+        // candidate order (spec C11): the position among unblocked candidates breaks them.
+        let order =
+            |a: &(f64, usize, ItemId, f64), b: &(f64, usize, ItemId, f64)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
+        let mut top = std::mem::take(&mut self.scratch.top);
+        top.clear();
+        let mut unblocked = 0usize;
+        for (i, (id, _)) in pool.iter().enumerate() {
+            let share = match keys[i] {
+                Some(key) => key_counts[key as usize] as f64 / keyed.max(1) as f64,
+                None => 0.0,
+            };
+            let cluster = Cluster { share, keyed };
+            let i = *id as usize;
+            if self.sim_memo.len() <= i {
+                self.sim_memo.resize(self.bank.len(), (0, 0.0));
+                self.verdict_memo
+                    .resize(self.bank.len(), (0, 0, 0, 0, crate::guard::ReadVerdict { score: 0.0, blocked: None }));
+            }
+            let stamp = self.memo_stamp;
+            let sim = if self.sim_memo[i].0 == stamp {
+                self.sim_memo[i].1
+            } else {
+                let s = self.text_similarity(*id, &query_emb);
+                self.sim_memo[i] = (stamp, s);
+                s
+            };
+            let pure = self.guard.score_is_pure();
+            let m = self.verdict_memo[i];
+            let v = if pure && m.0 == stamp && m.1 == agent && m.2 == share.to_bits() && m.3 == keyed {
+                m.4
+            } else {
+                let st = self.cur.as_ref().expect("task");
+                let v = self.guard.score(self.bank.get(*id), &st.query, sim, cluster, reader);
+                if pure {
+                    self.verdict_memo[i] = (stamp, agent, share.to_bits(), keyed, v);
+                }
+                v
+            };
+            let floor_block = self.guard.min_score().is_some_and(|m| v.score < m);
+            match v.blocked.or(floor_block.then_some("low_score")) {
+                Some(reason) => blocked.push((*id, "read", reason)),
+                None => {
+                    insert_bounded(&mut top, k, (v.score, unblocked, *id, sim), order);
+                    unblocked += 1;
+                }
+            }
+        }
+        for (id, _) in &pool {
+            self.bank.get_mut(*id).retrieved_count += 1;
+        }
+        if !blocked.is_empty() {
+            let seen: Vec<(&MemoryItem, &'static str)> =
+                blocked.iter().map(|(id, _, reason)| (self.bank.get(*id), *reason)).collect();
+            self.guard.observe_read_blocks(&seen);
+        }
+        for &(id, stage, reason) in &blocked {
+            if stage == "read" {
+                self.bank.get_mut(id).blocked_count += 1;
+            }
+            self.recorder.read_block(&self.oracle, id, stage, reason);
+            self.trace.u64(u64::from(id));
+        }
+        for &(_, _, id, _) in &top {
+            self.bank.get_mut(id).selected_count += 1;
+            self.trace.u64(u64::from(id));
+            if let Some(i) = self.inspection.as_mut() {
+                i.selections.push((task, round, agent, id, self.bank.get(id).status));
+            }
+        }
+        let selection = top.iter().map(|&(_, _, id, sim)| (id, sim)).collect();
+        // Hand the buffers back for the next retrieval.
+        self.scratch.top = top;
+        self.scratch.blocked = blocked;
+        self.scratch.keys = keys;
+        self.scratch.pool = pool;
+        selection
+    }
+}
+
+/// Inserts `x` into `best`, kept sorted by `cmp` and at most `k` long. Fed a sequence, it
+/// leaves the `k` first of the sequence sorted by `cmp`: when `cmp` is a total order, the same
+/// as sorting the whole sequence and truncating.
+fn insert_bounded<T>(best: &mut Vec<T>, k: usize, x: T, cmp: impl Fn(&T, &T) -> std::cmp::Ordering) {
+    use std::cmp::Ordering::Less;
+    if k == 0 || (best.len() == k && cmp(&x, &best[k - 1]) != Less) {
+        return;
+    }
+    // Insertion by swaps, not `Vec::insert`: for a dozen slots the shifts are cheaper inline
+    // than a call to `memmove`. `x` lands before the first element not less than it, as
+    // `partition_point` would put it.
+    best.push(x);
+    let mut i = best.len() - 1;
+    while i > 0 && cmp(&best[i - 1], &best[i]) != Less {
+        best.swap(i - 1, i);
+        i -= 1;
+    }
+    best.truncate(k);
+}
+
+/// Keeps the `k` first elements under the total order `cmp`, sorted (a partial selection, so
+/// ranking hundreds of candidates for three slots stays cheap).
+fn top_k<T: Copy>(v: &mut Vec<T>, k: usize, cmp: impl Fn(&T, &T) -> std::cmp::Ordering) {
+    if v.len() <= k {
+        v.sort_by(cmp);
+        return;
+    }
+    if k <= 16 {
+        // A bounded insertion pass beats a selection plus sort for the small k of a prompt;
+        // `cmp` is a total order (ties are broken by position), so the result is the same.
+        let mut best: Vec<T> = Vec::with_capacity(k + 1);
+        for x in v.iter() {
+            insert_bounded(&mut best, k, *x, &cmp);
+        }
+        *v = best;
+        return;
+    }
+    v.select_nth_unstable_by(k - 1, &cmp);
+    v.truncate(k);
+    v.sort_by(cmp);
+}
+
+/// Indices of the `k` best candidates by the backend's hybrid score 0.5·z_sim + 0.5·z_q
+/// (ties: candidate order).
+fn hybrid_top_k(cands: &[(f64, ItemId)], bank: &MemoryBank, k: usize) -> Rc<[usize]> {
+    // Mean and spread of the candidates' Q (summed in candidate order), then one bounded pass
+    // over the hybrid scores; ties keep candidate order.
+    let n = cands.len().max(1) as f64;
+    let m = cands.iter().map(|(_, id)| bank.backend_q(*id)).sum::<f64>() / n;
+    let var = cands
+        .iter()
+        .map(|(_, id)| {
+            let q = bank.backend_q(*id);
+            (q - m) * (q - m)
+        })
+        .sum::<f64>()
+        / n;
+    let sd = if cands.len() <= 1 || var <= 0.0 { 1.0 } else { var.sqrt() };
+    let order = |a: &(f64, usize), b: &(f64, usize)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
+    let mut best: Vec<(f64, usize)> = Vec::with_capacity(k + 1);
+    for (i, (s, id)) in cands.iter().enumerate() {
+        let q = bank.backend_q(*id);
+        let h = 0.5 * (s - 0.18568) / 0.09408 + 0.5 * ((q - m) / sd).clamp(-3.0, 3.0);
+        insert_bounded(&mut best, k, (h, i), order);
+    }
+    best.iter().map(|h| h.1).collect()
+}

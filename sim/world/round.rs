@@ -1,0 +1,224 @@
+//! One round: every agent's call, the message guard's review, metrics, and the INFA harness's
+//! round memories.
+
+use super::*;
+
+impl World<'_> {
+    /// An agent retrieves and answers.
+    pub(super) fn call(&mut self, agent: u32, round: u32) {
+        let st = self.cur.as_ref().expect("task");
+        let task = st.task;
+        let selection = if round > 0 && self.scn.protocol.retrieval == RetrievalMode::Once {
+            st.selected[0][agent as usize].clone()
+        } else {
+            self.retrieve(agent, round)
+        };
+        let t = self.task(task);
+        let poisoning = t.poisoning;
+        let st = self.cur.as_ref().expect("task");
+        let role = if self.is_attacker[agent as usize] {
+            Role::Attacker { target: if poisoning { st.target } else { None } }
+        } else {
+            Role::Benign
+        };
+        let peer_msgs: Vec<(TextFeatures, bool)> = if self.scn.protocol.peer_messages && round > 0 {
+            self.graph
+                .incoming(agent)
+                .iter()
+                .filter_map(|j| st.shown[round as usize - 1][*j as usize].clone())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let st = self.cur.as_ref().expect("task");
+        let evidence: Vec<Evidence<'_>> =
+            selection.iter().map(|(id, sim)| Evidence { features: &self.bank.get(*id).features, sim: *sim }).collect();
+        let peers: Vec<Peer<'_>> = peer_msgs.iter().map(|(f, c)| Peer { features: f, cautioned: *c }).collect();
+        let ctx = AnswerContext {
+            role,
+            option_tokens: &st.option_tokens,
+            prior: &st.priors[agent as usize],
+            memories: &evidence,
+            framing: self.framing,
+            peers: &peers,
+            open_ended: self.task(task).open_ended,
+        };
+        let mut rng = self.streams.rng(StreamKind::Decision, &[u64::from(task), u64::from(agent), u64::from(round)]);
+        let answer = self.backbone.answer(&ctx, &mut rng);
+        let tokens = render::prompt_tokens(self.task(task), &selection, &self.bank, peers.len());
+        self.trace.u64(u64::from(answer.choice));
+        let now = self.now();
+        let st = self.cur.as_mut().expect("task");
+        st.answers[round as usize][agent as usize] = Some(answer);
+        st.selected[round as usize][agent as usize] = selection;
+        st.tokens[round as usize][agent as usize] = tokens;
+        st.call_time[round as usize][agent as usize] = now;
+    }
+
+    /// Every agent has answered `round`: the message guard reviews, then metrics observe it.
+    pub(super) fn end_round(&mut self, round: u32) {
+        let st = self.cur.as_ref().expect("task");
+        let task = st.task;
+        let wl = self.workload.clone();
+        let t = &wl.tasks()[task as usize];
+        let n = self.scn.agents;
+        let r = round as usize;
+        let reviews = self.guard.reviews_messages();
+        let round_memories = self.scn.protocol.round_memories;
+        let style = self.scn.attack.steer_style();
+        let mut stored: Vec<(u32, String)> = Vec::new();
+        if reviews || self.scn.protocol.peer_messages || round_memories {
+            let lex = &mut self.lex;
+            let mut views: Vec<MessageView> = (0..n)
+                .filter_map(|a| {
+                    st.answers[r][a as usize].map(|ans| {
+                        let text = render::output_text(t, &ans, style);
+                        let features = analyze("", &text, lex);
+                        MessageView { agent: a, text, answer: Some(ans.choice), features }
+                    })
+                })
+                .collect();
+            let actions = if reviews {
+                let mut rng = self.streams.rng(StreamKind::Guard, &[u64::from(task), u64::from(round)]);
+                self.guard.review_messages(round, &mut views, &self.graph, &mut rng)
+            } else {
+                Vec::new()
+            };
+            let st = self.cur.as_mut().expect("task");
+            let mut cautioned = vec![false; n as usize];
+            for a in &actions {
+                self.trace.u64(message_action_code(a));
+                let hit = match *a {
+                    MessageAction::Remove(x)
+                    | MessageAction::Replace(x)
+                    | MessageAction::Rewrite(x)
+                    | MessageAction::AppendGuidance(x) => x,
+                    MessageAction::ReplaceWith { agent, .. } => agent,
+                };
+                self.recorder.message_action(a, !self.is_attacker[hit as usize]);
+                match *a {
+                    MessageAction::Remove(x) => st.removed[r][x as usize] = true,
+                    // A replaced or rewritten output still votes and is scored, with the answer
+                    // the reference's `extract_choice` reads from the new text: its last
+                    // standalone A–E letter, "A" if none (spec §5.2). Free-text answers have no
+                    // such default: the output then carries no answer.
+                    MessageAction::Replace(x) | MessageAction::Rewrite(x) => {
+                        let text = views.iter().find(|v| v.agent == x).map(|v| v.text.as_str()).unwrap_or("");
+                        if t.open_ended {
+                            st.removed[r][x as usize] = true;
+                        } else {
+                            let choice = render::extract_choice(text, t.options.len());
+                            st.unreadable[r][x as usize] = !render::has_choice(text, t.options.len());
+                            st.answers[r][x as usize] = Some(Answer { choice, steered: false, cites_memory: false });
+                        }
+                    }
+                    MessageAction::AppendGuidance(x) => cautioned[x as usize] = true,
+                    MessageAction::ReplaceWith { agent, donor } => {
+                        st.answers[r][agent as usize] = st.answers[r][donor as usize].map(|d| Answer {
+                            choice: d.choice,
+                            steered: false,
+                            cites_memory: d.cites_memory,
+                        });
+                    }
+                }
+            }
+            for v in views {
+                let a = v.agent as usize;
+                if !st.removed[r][a] {
+                    if round_memories {
+                        stored.push((v.agent, v.text));
+                    }
+                    st.shown[r][a] = Some((v.features, cautioned[a]));
+                }
+            }
+        }
+        for (agent, text) in stored {
+            self.round_memory(task, round, agent, text);
+        }
+        let st = self.cur.as_mut().expect("task");
+        st.finished_rounds = round + 1;
+        let obs: Vec<AgentRound> = (0..n)
+            .map(|a| AgentRound {
+                agent: a,
+                benign: !self.is_attacker[a as usize],
+                selected: st.selected[round as usize][a as usize].iter().map(|(id, _)| *id).collect(),
+                answer: if st.removed[round as usize][a as usize] {
+                    None
+                } else {
+                    st.answers[round as usize][a as usize].map(|x| x.choice)
+                },
+                unknown: st.removed[round as usize][a as usize] || st.unreadable[round as usize][a as usize],
+                prompt_tokens: st.tokens[round as usize][a as usize],
+                time: st.call_time[round as usize][a as usize],
+            })
+            .collect();
+        self.recorder.round(&self.oracle, task, round, &obs, &st.option_tokens, t.metric);
+    }
+
+    /// Stores `agent`'s reviewed round output as a team memory, with the INFA harness's
+    /// metadata (spec §1.1, §5.6): tool-observation relays for ToolAttack, prompt-injection
+    /// metadata for outputs that carry an injection cue, benign peer reasoning otherwise.
+    pub(super) fn round_memory(&mut self, task: u32, round: u32, agent: u32, text: String) {
+        let wl = self.workload.clone();
+        let t = &wl.tasks()[task as usize];
+        let attacker = self.is_attacker[agent as usize];
+        let cue = render::has_injection_cue(&text);
+        // (source, Q, τ, h, taint)
+        let (source, q, trust, hazard, taint): (&str, f64, f64, f64, Taint) =
+            if matches!(self.scn.attack, crate::attack::AttackConfig::ToolAttack(_)) {
+                ("tool_observation_cross_agent", 0.45, 0.28, 0.62, Taint::External)
+            } else if self.scn.protocol.reference_attacker_metadata && attacker && t.poisoning {
+                ("external_prompt_injection_cross_agent", 0.20, 0.22, 0.72, Taint::External)
+            } else if cue {
+                ("external_prompt_injection_cross_agent", 0.20, 0.40, 0.58, Taint::External)
+            } else {
+                ("benign_peer_reasoning", 0.55, 0.78, 0.08, Taint::Clean)
+            };
+        let hazard = if render::has_hazard_cue(&text) { (hazard + 0.22).min(0.95) } else { hazard };
+        let features = analyze(&t.question, &text, &mut self.lex);
+        let name = format!("{}_{}_r{round}_a{agent}", self.guard.name(), t.id);
+        let mut item = MemoryItem::new(name, t.question.clone(), text, features);
+        item.utility_q = q;
+        item.trust = trust;
+        item.hazard = hazard;
+        item.taint = taint;
+        item.source_type = source.into();
+        item.memory_type = "round_dialogue_memory".into();
+        item.origin_task = task;
+        item.origin_round = round;
+        item.writer = Writer::Agent(agent);
+        item.allowed_agents = Vec::new();
+        item.allowed_task_classes = vec![t.class.clone()];
+        item.set_parents(vec![t.id.clone(), self.agent_labels[agent as usize].clone()]);
+        item.source_agent_trust = self.reputation;
+        let consumed: Vec<ItemId> = {
+            let st = self.cur.as_ref().expect("task");
+            st.selected[round as usize][agent as usize].iter().map(|(id, _)| *id).collect()
+        };
+        let (ltaint, parents) = self.ledger_inputs(consumed.into_iter());
+        let record = (attacker && t.poisoning && self.scn.attack.through_messages()).then(|| {
+            let st = self.cur.as_ref().expect("task");
+            PoisonRecord {
+                origin: PoisonOrigin::AttackerMessage,
+                attack: self.scn.attack.family(),
+                task,
+                target_tokens: st.target_tokens.clone(),
+                target: st.target.unwrap_or(0),
+                written_at: self.now(),
+                carries_payload: true,
+            }
+        });
+        self.commit(item, Scope::Team, agent, (StrictChannel::PeerMessage, ltaint, parents), record);
+    }
+}
+
+/// A stable code of a message action for the trace hash.
+fn message_action_code(a: &MessageAction) -> u64 {
+    match *a {
+        MessageAction::Replace(x) => 1 << 32 | u64::from(x),
+        MessageAction::Rewrite(x) => 2 << 32 | u64::from(x),
+        MessageAction::AppendGuidance(x) => 3 << 32 | u64::from(x),
+        MessageAction::Remove(x) => 4 << 32 | u64::from(x),
+        MessageAction::ReplaceWith { agent, donor } => 5 << 32 | u64::from(donor) << 16 | u64::from(agent),
+    }
+}
