@@ -468,6 +468,10 @@ pub fn exercise(corpus: &Corpus, seed: &Seed, text: &str, cfg: &Config) -> std::
                 Ok(Outcome::Accepted)
             }
         },
+        FileKind::Fidelity => match crate::fidelity::load_str(text, path) {
+            Err(e) => refused(e),
+            Ok(_) => Ok(Outcome::Accepted),
+        },
         FileKind::Sweep => match crate::sweep::Sweep::load_str(text, path) {
             Err(e) => refused(e),
             Ok(_) => Ok(Outcome::Accepted),

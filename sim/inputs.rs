@@ -30,6 +30,8 @@ pub enum FileKind {
     Checkpoint,
     /// A sensitivity sweep (`memlink sweep`).
     Sweep,
+    /// A fidelity report's switches (`memlink fidelity`).
+    Fidelity,
 }
 
 impl FileKind {
@@ -44,6 +46,7 @@ impl FileKind {
             FileKind::Results => "grid results",
             FileKind::Checkpoint => "calibration checkpoint",
             FileKind::Sweep => "sweep",
+            FileKind::Fidelity => "fidelity report",
         }
     }
 }
@@ -104,7 +107,9 @@ pub fn detect(path: &Path, text: &str) -> FileKind {
     }
     let fields = top_level_fields(text);
     let has = |f: &str| fields.iter().any(|x| x == f);
-    if has("factors") || has("design") {
+    if has("fixes") || has("undetermined") {
+        FileKind::Fidelity
+    } else if has("factors") || has("design") {
         FileKind::Sweep
     } else if has("parameters") || has("targets") {
         FileKind::Calibration
@@ -129,12 +134,13 @@ pub fn validate(path: &Path) -> Result<(FileKind, String)> {
             let ls = crate::scenario::load_str(&text, path)?;
             let s = &ls.scenario;
             format!(
-                "{} agents, {} arm(s), workload {}, backbone {}; {}",
+                "{} agents, {} arm(s), workload {}, backbone {}; {}; {}",
                 s.agents,
                 s.arms.len(),
                 s.workload.class(),
                 ls.profile.name,
-                crate::estimate::Estimate::of(s).describe()
+                crate::estimate::Estimate::of(s).describe(),
+                s.switch_summary()
             )
         }
         FileKind::Grid => {
@@ -163,6 +169,20 @@ pub fn validate(path: &Path) -> Result<(FileKind, String)> {
         FileKind::Results => {
             let r = crate::grid::read_records(path)?;
             format!("{} result records", r.len())
+        }
+        FileKind::Fidelity => {
+            // Loading checks every switch against the settings it names.
+            let spec = crate::fidelity::load_str(&text, path)?;
+            let grid = path.parent().unwrap_or(Path::new(".")).join(&spec.grid);
+            let (_, runs) = crate::grid::expand(&grid)?;
+            format!(
+                "{}: grid {} ({} runs), {} fixes, {} undetermined details",
+                spec.name,
+                spec.grid.display(),
+                runs.len(),
+                spec.fixes.len(),
+                spec.undetermined.len()
+            )
         }
         FileKind::Sweep => {
             let sw = crate::sweep::Sweep::load_str(&text, path)?;

@@ -16,6 +16,7 @@ pub mod engine;
 pub mod error;
 pub mod estimate;
 pub mod explain;
+pub mod fidelity;
 pub mod fuzz;
 pub mod grid;
 pub mod guard;

@@ -127,6 +127,22 @@ enum Cmd {
         #[arg(long)]
         quiet: bool,
     },
+    /// The fidelity report: the paper's grid as bundled and with each routing switch in its
+    /// other state (fixes reverted to memlink's earlier routing, undetermined details switched),
+    /// row beside row. Runs are stored by content hash under OUT (a rerun skips them).
+    Fidelity {
+        /// Fidelity file (RON).
+        file: PathBuf,
+        /// Folder for the stored runs (default: runs/fidelity).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Also write the report here (default: print it).
+        #[arg(long)]
+        report: Option<PathBuf>,
+        /// No progress.
+        #[arg(long)]
+        quiet: bool,
+    },
     /// Merge shard folders of one sweep into OUT: every run must be present exactly once; the
     /// outputs are byte-identical to an unsharded run's.
     Merge {
@@ -392,6 +408,19 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             }
             print!("{}", memlink::grid::markdown(&rows, k));
             println!("\nwrote {}/results.jsonl, table.md, table.csv and {figures} figures", dir.display());
+            Ok(())
+        }
+        Cmd::Fidelity { file, out, report, quiet } => {
+            let spec = memlink::fidelity::load(&file)?;
+            let dir = out.unwrap_or_else(|| PathBuf::from("runs/fidelity"));
+            let text = memlink::fidelity::run(&spec, &file, &dir, quiet)?;
+            match report {
+                Some(p) => {
+                    memlink::run::write_atomic(&p, &text)?;
+                    eprintln!("wrote {}", p.display());
+                }
+                None => print!("{text}"),
+            }
             Ok(())
         }
         Cmd::Sweep { sweep, out, resume: _, shard, quiet } => {

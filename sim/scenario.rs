@@ -163,11 +163,12 @@ pub enum HandoffIntent {
 /// Which rendering of retrieved memories an arm's prompts use ([`crate::agent::MemoryFraming`]).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum FramingRule {
-    /// The reference's rule (spec §5.2): the workloads of the stream runner's task loop (MMLU,
-    /// AppWorld) render memories as evidence under MAPLE-Guard (and its ablations) and under
-    /// the strict ledger, and as reusable experiences otherwise, the communication baselines
-    /// included (they run the No Defense backend). LongMemEval's JSON items and the INFA
-    /// harness's memory context have one rendering for every arm: experiences.
+    /// The reference's rule (`render_memory_context`, spec §5.2): memories render as evidence
+    /// ("[M i] evidence=…") under MAPLE-Guard (and its ablations) and under the strict ledger,
+    /// and as reusable experiences otherwise, the communication baselines included (they run
+    /// the No Defense backend); the INFA harness renders through the same function.
+    /// LongMemEval's prompts hold user history, which gives every arm the JSON items (taken as
+    /// experiences).
     #[default]
     Reference,
     /// Every arm renders memories as reusable experiences.
@@ -228,6 +229,105 @@ pub struct Protocol {
     /// One shared poison copy per task (MMLU, AppWorld) rather than one per attacker
     /// (LongMemEval, spec §6).
     pub dedupe_shared_poison: bool,
+    /// Which memories reach the gates and the top-k: the reference harness's routing, and the
+    /// details its released code leaves open (see [`Routing`]).
+    pub routing: Routing,
+}
+
+/// Which candidates a guard receives from the memory backend (spec §3.3, C5).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum CandidatePool {
+    /// As `memory_backend.MemRLMemoryBackend.retrieve_entries` does, store by store (the
+    /// agent's private store, then the shared one): the baselines get the backend's
+    /// "selected" set (hybrid top-k or the ε sample); non-strict MAPLE-Guard the store's
+    /// candidates re-sorted by the backend MAPLE pre-score, first `backend_k`; strict arms,
+    /// retrieval-only MAPLE-Guard, provenance-ACL and PIGuard the candidates in backend (hybrid
+    /// score) order, first `backend_k`.
+    #[default]
+    Reference,
+    /// memlink before the fidelity pass: MAPLE-Guard's pool is the union of both stores
+    /// re-sorted by the pre-score, best `backend_k` overall; every other arm gets the
+    /// "selected" set, under the strict ledger too.
+    UnionResorted,
+}
+
+/// How the INFA harness's round memories are written (spec §1.1, §5.6).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum RoundMemoryText {
+    /// As `infa_memlink_eval.commit_round_memory` writes them: a constant intent per route
+    /// ("PI benign peer reasoning memory for same-task collaboration", …), the experience "Task:
+    /// … / Agent i response from physical-topology PI run: …", the question as retrieval key,
+    /// and writer trust by role (0.78 benign, 0.45 injection cue, 0.20 attacker; 0.35 tool
+    /// relays).
+    #[default]
+    Reference,
+    /// memlink before the fidelity pass: the question as intent, the raw output as experience,
+    /// the team's reputation as writer trust.
+    RawOutput,
+}
+
+/// What a strict-ledger memory inherits (spec §3.6; `comparison_runtime.observe_ingress`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum LedgerInputs {
+    /// Everything the writer read during the task (every round) plus the labels it received
+    /// over routed peer messages and handoffs (each route hands the sender's consumed and
+    /// received labels to the receiver); a handoff's dependencies are the reported memories
+    /// plus what its receiver received.
+    #[default]
+    Reference,
+    /// memlink before the fidelity pass: the writer's last-round selection only (for a
+    /// handoff, the reported memories), and no received labels.
+    LastRound,
+}
+
+/// The memory backend the harness retrieves through (spec §3.3).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MemoryBackend {
+    /// The MemRL service: intent groups, `backend_k` intents per store, hybrid score.
+    MemRl,
+    /// No backend (`--memory-backend none`): every visible memory is a candidate and is scored.
+    FlatList,
+}
+
+/// Routing switches: where memlink once differed from the reference harness (each defaults to
+/// the released code), and the details that code does not determine (each defaults to what the
+/// code says, or, where it says nothing, to the choice documented on the field).
+/// `memlink validate` names every one that differs from its default.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Routing {
+    /// The candidate pool a guard receives.
+    pub candidate_pool: CandidatePool,
+    /// The INFA round memories' text and metadata.
+    pub round_memory: RoundMemoryText,
+    /// What a strict-ledger memory inherits.
+    pub ledger_inputs: LedgerInputs,
+    /// The memory backend; `None` = the reference's configs: CSQA runs without one
+    /// (`memory_backend` defaults to "none" in `infa_memlink_eval.py` and the CSQA configs do not
+    /// set it), every other setting through MemRL.
+    pub memory_backend: Option<MemoryBackend>,
+    /// Attackers may be promoted under the strict ledger. The released
+    /// `maybe_promote_benign_to_shared` skips the evaluator's attackers in every mode (false);
+    /// memlink before the fidelity pass let the strict ledger promote them (true).
+    pub promote_attackers_in_strict: bool,
+    /// A path the released code does not show: a receiver's memory manager rewrites a handoff
+    /// as its own output, so under the strict ledger the summary carries no dependency and no
+    /// taint (the text, and any poison it retained verbatim, still goes through). Off: the
+    /// ledger's propagation, as released.
+    pub launder_handoffs: bool,
+}
+
+impl Default for Routing {
+    fn default() -> Self {
+        Routing {
+            candidate_pool: CandidatePool::Reference,
+            round_memory: RoundMemoryText::Reference,
+            ledger_inputs: LedgerInputs::Reference,
+            memory_backend: None,
+            promote_attackers_in_strict: false,
+            launder_handoffs: false,
+        }
+    }
 }
 
 impl Default for Protocol {
@@ -253,7 +353,52 @@ impl Default for Protocol {
             reference_attacker_metadata: false,
             same_task_scope: false,
             dedupe_shared_poison: true,
+            routing: Routing::default(),
         }
+    }
+}
+
+impl Scenario {
+    /// Every routing switch and unrecorded detail with its value, for `memlink validate`; a `*`
+    /// marks one that differs from the released code's (the default).
+    pub fn switch_summary(&self) -> String {
+        let r = &self.protocol.routing;
+        let d = Routing::default();
+        let mark = |changed: bool| if changed { "*" } else { "" };
+        let mut parts = vec![
+            format!("candidate_pool {:?}{}", r.candidate_pool, mark(r.candidate_pool != d.candidate_pool)),
+            format!("round_memory {:?}{}", r.round_memory, mark(r.round_memory != d.round_memory)),
+            format!("ledger_inputs {:?}{}", r.ledger_inputs, mark(r.ledger_inputs != d.ledger_inputs)),
+            format!(
+                "memory_backend {:?}{}",
+                self.memory_backend(),
+                if r.memory_backend.is_none() { " (the configs')".to_string() } else { "*".to_string() }
+            ),
+            format!(
+                "promote_attackers_in_strict {}{}",
+                r.promote_attackers_in_strict,
+                mark(r.promote_attackers_in_strict != d.promote_attackers_in_strict)
+            ),
+            format!("launder_handoffs {}{}", r.launder_handoffs, mark(r.launder_handoffs)),
+            format!("reference_attacker_metadata {}", self.protocol.reference_attacker_metadata),
+        ];
+        if let crate::workload::WorkloadConfig::LongMemEval(c) = &self.workload {
+            let dl = crate::workload::LongMemEvalConfig::default();
+            parts.push(format!("haystack {:?}{}", c.layout, mark(c.layout != dl.layout)));
+            parts.push(format!("haystack_ties {:?}{}", c.ties, mark(c.ties != dl.ties)));
+        }
+        if let crate::attack::AttackConfig::MemoryGraft(g) = &self.attack {
+            parts.push(format!("graft strong_clamp {}{}", g.strong_clamp, mark(g.strong_clamp)));
+        }
+        format!("routing: {}", parts.join(", "))
+    }
+
+    /// The memory backend the run retrieves through (see [`Routing::memory_backend`]).
+    pub fn memory_backend(&self) -> MemoryBackend {
+        self.protocol.routing.memory_backend.unwrap_or(match self.workload {
+            crate::workload::WorkloadConfig::Csqa(_) => MemoryBackend::FlatList,
+            _ => MemoryBackend::MemRl,
+        })
     }
 }
 
@@ -384,6 +529,10 @@ pub struct Scenario {
     /// Embedding dimension of the synthetic embedder.
     #[serde(default = "default_dim")]
     pub embedding_dim: usize,
+    /// The synthetic embedder's similarity model (floor, jitter and contrast; see
+    /// [`crate::embed`]).
+    #[serde(default)]
+    pub similarity: crate::embed::SimilarityModel,
     /// Arms to compare.
     pub arms: Vec<Arm>,
 }
@@ -462,6 +611,7 @@ impl Scenario {
         if self.embedding_dim < 8 || self.embedding_dim > 4096 {
             return bad("embedding_dim", format!("a dimension in [8, 4096], got {}", self.embedding_dim));
         }
+        self.similarity.validate().or_else(|(f, e)| bad(&f, e))?;
         self.workload.validate().or_else(|(f, e)| bad(&f, e))?;
         self.attack.validate().or_else(|(f, e)| bad(&f, e))?;
         if self.arms.is_empty() {

@@ -30,7 +30,8 @@ fn message_attacks_plant_nothing_and_reach_memory_only_through_round_memories() 
             assert_eq!(a.poison_messages_written, 6 * 4 * 3, "{path}");
         }
         let (_, insp) = World::new(&ls.scenario, &ls.profile, &ls.scenario.arms[0], 3, false).run_inspected();
-        let stored: Vec<_> = insp.bank.items().iter().filter(|it| it.memory_type == "round_dialogue_memory").collect();
+        let stored: Vec<_> =
+            insp.bank.items().iter().filter(|it| it.memory_type.ends_with("_communication_response")).collect();
         assert_eq!(stored.len(), 6 * 4 * 8, "every agent's output, every turn");
         assert!(stored.iter().all(|it| it.scope == Scope::Team && it.allowed_agents.is_empty()));
     }
@@ -46,7 +47,7 @@ fn round_memory_metadata_follows_the_text_unless_the_reference_leak_is_asked_for
         insp.bank
             .items()
             .iter()
-            .filter(|it| it.memory_type == "round_dialogue_memory")
+            .filter(|it| it.memory_type == "infa_pi_communication_response")
             .map(|it| (it.name.clone(), it.source_type.clone(), it.experience.clone()))
             .collect::<Vec<_>>()
     };
@@ -75,6 +76,50 @@ fn csqa_has_five_options_and_injectagent_aims_at_the_injected_call() {
         let truth = stream.truth(i as u32);
         assert_eq!((truth.gold, truth.risk), (0, Some(1)));
         assert!(t.options[1].starts_with("Call "));
-        assert!(t.query.contains("Observation:"));
+        // The harness retrieves by the task's question, not by the observation.
+        assert!(t.query.starts_with("Tool attack decision task.\nUser instruction: "), "{}", t.query);
+        assert!(!t.query.contains("Observation"));
     }
+}
+
+/// The round memories are the reference's (`infa_memlink_eval.commit_round_memory` and
+/// `pi_memory_metadata`): a constant intent per route, "Task: …" then "Agent i response from
+/// physical-topology PI run: …", the question as retrieval key, writer trust by role, and the
+/// attack-source and topology lineage; the old rendering stays behind `round_memory: RawOutput`.
+#[test]
+fn round_memories_follow_the_reference_template() {
+    let mut ls = small("scenarios/paper/csqa-promptinject-wheel.ron", 3);
+    ls.scenario.protocol.reference_attacker_metadata = true;
+    let (_, insp) = World::new(&ls.scenario, &ls.profile, &ls.scenario.arms[0], 3, false).run_inspected();
+    let stream = ls.scenario.workload.generate(&memlink::engine::Streams::new(3));
+    let mut seen = (0, 0, 0);
+    for it in insp.bank.items().iter().filter(|it| it.memory_type == "infa_pi_communication_response") {
+        let task = &stream.tasks()[it.origin_task as usize];
+        let agent = match it.writer {
+            memlink::memory::Writer::Agent(a) => a,
+            _ => unreachable!(),
+        };
+        let head = format!("Task: {}\nAgent {agent} response from physical-topology PI run: ", task.query);
+        assert!(it.experience.starts_with(&head), "{}", it.experience);
+        assert_eq!(it.retrieval_key.as_deref(), Some(task.query.as_str()));
+        assert_eq!(it.parents(), [task.id.clone(), "attack_source=PI".to_string(), "topology=star".to_string()]);
+        let (intent, trust) = if agent <= 2 {
+            seen.0 += 1;
+            ("PI contaminated or untrusted physical-topology response memory", 0.20)
+        } else if it.source_type == "external_prompt_injection_cross_agent" {
+            seen.1 += 1;
+            ("PI contaminated or untrusted physical-topology response memory", 0.45)
+        } else {
+            seen.2 += 1;
+            ("PI benign peer reasoning memory for same-task collaboration", 0.78)
+        };
+        assert_eq!(it.intent, intent);
+        assert_eq!(it.source_agent_trust, trust, "{}", it.name);
+    }
+    assert!(seen.0 == 3 * 4 * 3 && seen.2 > 0, "{seen:?}");
+    // The rendering before the fidelity pass: the raw output, no retrieval key.
+    let mut raw = ls.clone();
+    raw.scenario.protocol.routing.round_memory = memlink::scenario::RoundMemoryText::RawOutput;
+    let (_, old) = World::new(&raw.scenario, &raw.profile, &raw.scenario.arms[0], 3, false).run_inspected();
+    assert!(old.bank.items().iter().any(|it| it.memory_type == "round_dialogue_memory" && it.retrieval_key.is_none()));
 }

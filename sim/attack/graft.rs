@@ -32,6 +32,12 @@ pub struct GraftConfig {
     pub scope: PoisonScope,
     /// Cue keywords written into the payload.
     pub cue_words: usize,
+    /// Clamp the graft as MINJA-strong is clamped (Q ≥ 1, τ ≥ 0.60, h ≤ 0.42 after stealth).
+    /// The reference's LongMemEval config sets `attack.strength: strong`, but its attack code
+    /// (`attacks/base.py`) reads the strength for `minja_query` only, so under the released
+    /// code the graft is the same at either strength: off. On asks what "strong" would do had
+    /// it been wired to the graft too.
+    pub strong_clamp: bool,
 }
 
 impl Default for GraftConfig {
@@ -42,6 +48,7 @@ impl Default for GraftConfig {
             target: TargetStrategy::LookaheadWrong,
             scope: PoisonScope::PrivateAndShared,
             cue_words: 18,
+            strong_clamp: false,
         }
     }
 }

@@ -145,8 +145,14 @@ impl AttackConfig {
 
     /// Post-stealth clamps (spec C9: MINJA strong only).
     pub fn clamp(&self, item: &mut MemoryItem) {
-        if let AttackConfig::Minja(c) = self {
-            c.clamp(item);
+        match self {
+            AttackConfig::Minja(c) => c.clamp(item),
+            AttackConfig::MemoryGraft(c) if c.strong_clamp => {
+                item.utility_q = item.utility_q.max(1.0);
+                item.trust = item.trust.max(0.60);
+                item.hazard = item.hazard.min(0.42);
+            }
+            _ => {}
         }
     }
 }

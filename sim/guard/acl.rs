@@ -54,6 +54,10 @@ impl Guard for ProvenanceAcl {
         GuardStage::Memory
     }
 
+    fn backend_order_pool(&self) -> bool {
+        true
+    }
+
     fn commit(&self, item: &mut MemoryItem, requested: Scope) -> CommitVerdict {
         let mut v = CommitVerdict::allow(requested);
         if item.taint != Taint::Clean {

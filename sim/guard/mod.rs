@@ -170,8 +170,17 @@ pub trait Guard: Send + Sync {
         CommitVerdict::allow(requested)
     }
 
-    /// Whether the guard receives the whole candidate pool rather than the backend's selection.
+    /// Whether the guard receives the whole candidate pool re-sorted by [`Guard::prescore`]
+    /// rather than the backend's selection (non-strict MAPLE-Guard, spec C5).
     fn full_pool(&self) -> bool {
+        false
+    }
+
+    /// Whether the guard receives the backend's candidates in the backend's own (hybrid score)
+    /// order, first `backend_k` per store, as the reference hands them to its strict-comparison
+    /// methods whatever the mode (`retrieve_entries`: provenance-ACL, retrieval-only MAPLE-Guard,
+    /// PIGuard). Under the strict ledger every arm receives them so.
+    fn backend_order_pool(&self) -> bool {
         false
     }
 

@@ -93,6 +93,10 @@ impl Guard for PiGuard {
         GuardStage::Memory
     }
 
+    fn backend_order_pool(&self) -> bool {
+        true
+    }
+
     fn commit(&self, item: &mut MemoryItem, requested: Scope) -> CommitVerdict {
         let mut v = CommitVerdict::allow(requested);
         if self.cfg.mode == PiGuardMode::Lifecycle && self.flags(item) {

@@ -83,6 +83,10 @@ impl Guard for GuardStack {
         self.ranker().is_some_and(|g| g.full_pool())
     }
 
+    fn backend_order_pool(&self) -> bool {
+        self.ranker().is_some_and(|g| g.backend_order_pool())
+    }
+
     fn prescore(&self, input: PrescoreInput, sim: f64) -> f64 {
         match self.ranker() {
             Some(g) => g.prescore(input, sim),

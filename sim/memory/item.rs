@@ -177,6 +177,10 @@ pub struct MemoryItem {
     pub failure_count: u32,
     /// When the item was committed (reads before this time do not see it).
     pub committed_at: Time,
+    /// The text the core scorer's similarity embeds instead of `intent + "\n" + experience`
+    /// (the reference's `retrieval_key`: the question for INFA round memories, the expanded
+    /// fact key for LongMemEval's haystack). The backend still groups by intent.
+    pub retrieval_key: Option<String>,
 }
 
 impl MemoryItem {
@@ -212,6 +216,7 @@ impl MemoryItem {
             success_count: 0,
             failure_count: 0,
             committed_at: Time::ZERO,
+            retrieval_key: None,
         }
     }
 

@@ -11,7 +11,10 @@ mod words;
 
 pub use appworld::{AppWorldConfig, AppWorldWorkload};
 pub use injectagent::{InjectAgentConfig, InjectAgentWorkload};
-pub use longmemeval::{HistoryRound, LongMemEvalConfig, LongMemEvalWorkload, heuristic_target};
+pub use longmemeval::{
+    HaystackLayout, HistoryRound, LongMemEvalConfig, LongMemEvalWorkload, TieOrder, heuristic_target,
+    query_overlap_score,
+};
 pub use mcq::{McqConfig, McqWorkload, StreamBuilder};
 pub use schedule::{Poisoning, Schedule, poisoning_set};
 

@@ -57,6 +57,7 @@ impl World<'_> {
             intent_sims: Vec::new(),
             store_cache: (0..=n).map(|_| StoreCache::default()).collect(),
             task_items: Vec::new(),
+            received: vec![None; n],
         };
         // A new query: every cached similarity and verdict is stale.
         self.memo_stamp += 1;
@@ -111,17 +112,56 @@ impl World<'_> {
     }
 
     /// Commits task `task`'s user-history haystack (LongMemEval) as trusted shared memory that
-    /// bypasses every gate, as the reference's preload does (spec §1.1, §5.5).
+    /// bypasses every gate, as the reference's preload does (spec §1.1, §5.5). Under
+    /// [`HaystackLayout::Reference`] as `preload_haystack_memories` and `make_haystack_entry`
+    /// build it: units that overlap the question, sessions in order of their overlap score
+    /// (ties: session order), one intent for the task, Q 0.85 + the 0.12 rerank boost, and the
+    /// expanded fact key (question and content) as retrieval key.
     pub(super) fn preload_history(&mut self, task: u32) {
         let wl = self.workload.clone();
         let t = &wl.tasks()[task as usize];
-        for (i, h) in wl.haystack(task).iter().enumerate() {
-            let intent = format!("User history, session {} round {}", h.session, h.round);
-            let features = analyze(&intent, &h.text, &mut self.lex);
+        let units = wl.haystack(task);
+        let WorkloadConfig::LongMemEval(cfg) = &self.scn.workload else {
+            return;
+        };
+        let reference = cfg.layout == HaystackLayout::Reference;
+        let scores: Vec<f64> = units.iter().map(|h| query_overlap_score(&t.question, &h.text)).collect();
+        let mut order: Vec<usize> = (0..units.len()).collect();
+        if reference {
+            // Sessions ranked by their overlap (the sum of their rounds'), then each session's
+            // positive rounds in round order; units that share nothing are never committed.
+            let mut session_score: std::collections::BTreeMap<u32, f64> = std::collections::BTreeMap::new();
+            for (h, s) in units.iter().zip(&scores) {
+                *session_score.entry(h.session).or_insert(0.0) += s;
+            }
+            order.retain(|i| scores[*i] > 0.0);
+            order.sort_by(|a, b| {
+                let (sa, sb) = (session_score[&units[*a].session], session_score[&units[*b].session]);
+                sb.total_cmp(&sa)
+                    .then(units[*a].session.cmp(&units[*b].session))
+                    .then(units[*a].round.cmp(&units[*b].round))
+            });
+            if cfg.ties == TieOrder::Newest {
+                order.reverse();
+            }
+        }
+        let shared_intent = format!("LongMemEval user history round relevant to question: {}", t.question);
+        for i in order {
+            let h = &units[i];
+            let (intent, experience) = if reference {
+                let experience = format!(
+                    "LongMemEval historical conversation round {} round {}. Use as user-history evidence for future questions when relevant. Content: {}",
+                    h.session, h.round, h.text
+                );
+                (shared_intent.clone(), experience)
+            } else {
+                (format!("User history, session {} round {}", h.session, h.round), h.text.clone())
+            };
+            let features = analyze(&intent, &experience, &mut self.lex);
             let tag = Embedder::text_key(&h.text) & 0xff_ffff_ffff;
             let name = format!("lme_haystack_{}_{}_{}_{tag:010x}_shared", t.id, h.session, i);
-            let mut item = MemoryItem::new(name, intent, h.text.clone(), features);
-            item.utility_q = if h.query_matching { 0.97 } else { 0.85 };
+            let mut item = MemoryItem::new(name, intent, experience, features);
+            item.utility_q = if reference || h.query_matching { 0.97 } else { 0.85 };
             item.trust = 0.90;
             item.hazard = 0.0;
             item.taint = Taint::Clean;
@@ -133,7 +173,16 @@ impl World<'_> {
             item.allowed_task_classes = vec![t.class.clone()];
             item.set_parents(vec![t.id.clone()]);
             item.source_agent_trust = 1.0;
-            self.commit_trusted(item);
+            if reference {
+                item.retrieval_key = Some(format!(
+                    "LongMemEval retrieval key = original value plus extracted user facts.\nQuestion: {}\nOriginal memory value: {}",
+                    t.question, h.text
+                ));
+            }
+            let id = self.commit_trusted(item);
+            if reference {
+                self.history_overlap.insert(id, scores[i]);
+            }
         }
     }
 }

@@ -48,7 +48,7 @@ impl World<'_> {
         // A planted item's whole text enters the prompt that retrieves it.
         let payload = true;
         let tokens = self.cur.as_ref().map(|s| s.target_tokens.clone()).unwrap_or_default();
-        let strict = (StrictChannel::External, Taint::External, Vec::new());
+        let strict = (StrictChannel::External, Label::clean());
         let record = PoisonRecord {
             origin: PoisonOrigin::Direct,
             attack: self.scn.attack.family(),
@@ -67,19 +67,24 @@ impl World<'_> {
         mut item: MemoryItem,
         requested: Scope,
         owner: u32,
-        strict: (StrictChannel, Taint, Vec<String>),
+        strict: (StrictChannel, Label),
         poison: Option<PoisonRecord>,
     ) -> (ItemId, CommitVerdict) {
         match self.scn.protocol.provenance {
             ProvenanceMode::Recomputed => derive_provenance(&mut item, &self.meta),
             ProvenanceMode::StrictLedger => {
-                let readers = match requested {
+                let (channel, label) = strict;
+                let requested_readers: Vec<u32> = match requested {
                     Scope::Team => (0..self.scn.agents).collect(),
                     Scope::Private => vec![owner],
                 };
-                let (channel, taint, parents) = strict;
+                // The label's readers are the requested ones that every dependency allows.
+                let readers = intersect(Some(requested_readers), label.readers).unwrap_or_default();
+                // The external channel's own taint joins the dependencies'.
+                let taint =
+                    if channel == StrictChannel::External { label.taint.max(Taint::External) } else { label.taint };
                 let q = item.utility_q;
-                apply_strict_view(&mut item, channel, taint, readers, parents, requested);
+                apply_strict_view(&mut item, channel, taint, readers, label.parents, requested);
                 // The ledger keeps attack-set Q out, but trusted seeds keep theirs.
                 if channel == StrictChannel::UserHistory {
                     item.utility_q = q;
@@ -115,20 +120,143 @@ impl World<'_> {
             .collect()
     }
 
-    /// What the strict ledger inherits from memories an agent consumed (spec §3.6): the worst
-    /// of their taints (clean < unverified < external < poisoned) and their ids as lineage.
-    pub(super) fn ledger_inputs(&self, consumed: impl Iterator<Item = ItemId>) -> (Taint, Vec<String>) {
-        // Only the strict ledger reads the lineage; recomputed provenance would drop it.
-        let keep_names = self.scn.protocol.provenance == ProvenanceMode::StrictLedger;
-        let mut taint = Taint::Clean;
-        let mut names = Vec::new();
-        for id in consumed {
+    /// The strict ledger's label for a memory `owner` generates (spec §3.6,
+    /// `comparison_runtime.observe_ingress`): its dependencies are `parents` when the writer
+    /// names them (a handoff's reported memories), else everything `owner` consumed during the
+    /// task; their labels, and under [`LedgerInputs::Reference`] the labels `owner` received
+    /// over routed messages, give the worst taint and the readers every dependency allows.
+    /// `LedgerInputs::LastRound` reads only the last round's selection and nothing received.
+    pub(super) fn ledger_label(&self, st: &TaskState, owner: u32, parents: Option<&[ItemId]>, last: usize) -> Label {
+        let strict = self.scn.protocol.provenance == ProvenanceMode::StrictLedger;
+        let mut label = Label::clean();
+        if !strict {
+            return label;
+        }
+        let reference = self.scn.protocol.routing.ledger_inputs == LedgerInputs::Reference;
+        let deps: Vec<ItemId> = match parents {
+            Some(p) => p.to_vec(),
+            None if reference => consumed_by(st, owner),
+            None => st.selected[last][owner as usize].iter().map(|(id, _)| *id).collect(),
+        };
+        for id in deps {
             let it = self.bank.get(id);
-            taint = taint.max(it.taint);
-            if keep_names {
-                names.push(it.name.clone());
+            label.absorb(it.taint, readers_of(it));
+            label.parents.push(it.name.clone());
+        }
+        if reference && let Some(r) = &st.received[owner as usize] {
+            label.absorb(r.taint, r.readers.clone());
+        }
+        label
+    }
+
+    /// The label of a summary of `report` alone (no task state to read).
+    pub(super) fn report_label(&self, report: &[ItemId]) -> Label {
+        let mut label = Label::clean();
+        if self.scn.protocol.provenance != ProvenanceMode::StrictLedger {
+            return label;
+        }
+        for id in report {
+            let it = self.bank.get(*id);
+            label.absorb(it.taint, readers_of(it));
+            label.parents.push(it.name.clone());
+        }
+        label
+    }
+
+    /// A message or report routed from `sender` to `receiver` under the strict ledger hands the
+    /// receiver the labels of everything the sender consumed and received
+    /// (`comparison_runtime.route`).
+    pub(super) fn route_labels(&mut self, sender: u32, receiver: u32) {
+        if self.scn.protocol.provenance != ProvenanceMode::StrictLedger
+            || self.scn.protocol.routing.ledger_inputs != LedgerInputs::Reference
+        {
+            return;
+        }
+        let st = self.cur.as_ref().expect("task");
+        let mut label = Label::clean();
+        for id in consumed_by(st, sender) {
+            let it = self.bank.get(id);
+            label.absorb(it.taint, readers_of(it));
+        }
+        if let Some(r) = &st.received[sender as usize] {
+            label.absorb(r.taint, r.readers.clone());
+        }
+        let st = self.cur.as_mut().expect("task");
+        let slot = &mut st.received[receiver as usize];
+        match slot {
+            Some(r) => r.absorb(label.taint, label.readers),
+            None => *slot = Some(Received { taint: label.taint, readers: label.readers }),
+        }
+    }
+}
+
+/// Every memory `agent` read during the task, each once, in the order it first read them.
+fn consumed_by(st: &TaskState, agent: u32) -> Vec<ItemId> {
+    let mut out: Vec<ItemId> = Vec::new();
+    for round in &st.selected {
+        for (id, _) in &round[agent as usize] {
+            if !out.contains(id) {
+                out.push(*id);
             }
         }
-        (taint, names)
+    }
+    out
+}
+
+/// The readers an item's label allows (`None`: every agent).
+fn readers_of(it: &MemoryItem) -> Option<Vec<u32>> {
+    if it.allowed_agents.is_empty() {
+        None
+    } else {
+        let mut r = it.allowed_agents.clone();
+        r.sort_unstable();
+        r.dedup();
+        Some(r)
+    }
+}
+
+/// Intersects two reader sets (`None`: every agent).
+fn intersect(a: Option<Vec<u32>>, b: Option<Vec<u32>>) -> Option<Vec<u32>> {
+    match (a, b) {
+        (None, x) | (x, None) => x,
+        (Some(a), Some(b)) => Some(a.into_iter().filter(|x| b.binary_search(x).is_ok()).collect()),
+    }
+}
+
+/// What a strict-ledger memory inherits: the worst taint of its dependencies (clean <
+/// unverified < external), the readers all of them allow, and their ids as lineage.
+#[derive(Clone, Debug)]
+pub(super) struct Label {
+    /// Worst taint.
+    pub taint: Taint,
+    /// Readers every dependency allows (`None`: every agent).
+    pub readers: Option<Vec<u32>>,
+    /// Dependency ids.
+    pub parents: Vec<String>,
+}
+
+impl Label {
+    /// No dependency.
+    pub fn clean() -> Self {
+        Label { taint: Taint::Clean, readers: None, parents: Vec::new() }
+    }
+
+    fn absorb(&mut self, taint: Taint, readers: Option<Vec<u32>>) {
+        self.taint = self.taint.max(taint);
+        self.readers = intersect(self.readers.take(), readers);
+    }
+}
+
+/// The labels an agent received over routed messages this task, folded.
+#[derive(Clone, Debug)]
+pub(super) struct Received {
+    taint: Taint,
+    readers: Option<Vec<u32>>,
+}
+
+impl Received {
+    fn absorb(&mut self, taint: Taint, readers: Option<Vec<u32>>) {
+        self.taint = self.taint.max(taint);
+        self.readers = intersect(self.readers.take(), readers);
     }
 }

@@ -107,8 +107,8 @@ impl World<'_> {
                 item.allowed_task_classes = vec![t.class.to_string()];
                 item.set_parents(vec![t.id.clone()]);
                 item.source_agent_trust = 0.5;
-                let (taint, deps) = self.ledger_inputs(st.selected[last][a as usize].iter().map(|(id, _)| *id));
-                self.commit(item, Scope::Private, a, (StrictChannel::AgentOutput, taint, deps), None);
+                let label = self.ledger_label(&st, a, None, last);
+                self.commit(item, Scope::Private, a, (StrictChannel::AgentOutput, label), None);
             }
         }
         self.promote(t, &st, final_answer, success);
@@ -155,15 +155,18 @@ impl World<'_> {
         }
         let strict = proto.provenance == ProvenanceMode::StrictLedger;
         let eligible: Vec<u32> = (0..self.scn.agents)
-            .filter(|a| strict || !self.is_attacker[*a as usize])
+            .filter(|a| {
+                (strict && self.scn.protocol.routing.promote_attackers_in_strict) || !self.is_attacker[*a as usize]
+            })
             .filter(|_| self.reputation >= promo.min_agent_trust)
             .filter(|a| {
-                let sel = &st.selected[last][*a as usize];
+                // What the agent retrieved in any round (`agent_retrieved_memory_ids`).
+                let mut sel = st.selected.iter().flat_map(|r| r[*a as usize].iter());
                 let own_private =
-                    sel.iter().any(|(id, _)| self.bank.location(*id) == crate::memory::StoreKind::Private(*a));
+                    sel.clone().any(|(id, _)| self.bank.location(*id) == crate::memory::StoreKind::Private(*a));
                 match promo.policy {
                     PromotionPolicy::SuccessOnly => true,
-                    PromotionPolicy::RetrievedAny => !sel.is_empty(),
+                    PromotionPolicy::RetrievedAny => sel.next().is_some(),
                     PromotionPolicy::RetrievedPrivate => own_private,
                     PromotionPolicy::AcceptedRetrievedPrivate => {
                         own_private && st.answers[last][*a as usize].map(|x| x.choice) == final_answer
@@ -177,9 +180,17 @@ impl World<'_> {
         let chosen: Vec<u32> = if promo.all_agents { eligible } else { vec![eligible[rng.index(eligible.len())]] };
         for a in chosen {
             let Some(ans) = st.answers[last][a as usize] else { continue };
-            let sel: Vec<String> =
-                st.selected[last][a as usize].iter().take(8).map(|(id, _)| self.bank.get(*id).name.clone()).collect();
-            let (intent, experience) = render::promotion_text(t, a, ans.choice, final_answer, &sel);
+            // The ids the agent retrieved in any round of the task, sorted as the reference's
+            // `sorted(agent_retrieved_memory_ids(…))` sorts them; the lineage keeps eight.
+            let mut retrieved: Vec<String> = st
+                .selected
+                .iter()
+                .flat_map(|r| r[a as usize].iter().map(|(id, _)| self.bank.get(*id).name.clone()))
+                .collect();
+            retrieved.sort();
+            retrieved.dedup();
+            let sel: Vec<String> = retrieved.iter().take(8).cloned().collect();
+            let (intent, experience) = render::promotion_text(t, a, ans.choice, final_answer, &retrieved);
             let features = self.features(&intent, &experience);
             let name = format!("benign_stream_team_{}_agent_{a}", t.id);
             let mut item = MemoryItem::new(name, intent, experience, features);
@@ -198,8 +209,12 @@ impl World<'_> {
             parents.extend(sel.iter().cloned());
             item.set_parents(parents);
             item.source_agent_trust = rep;
-            let (taint, _) = self.ledger_inputs(st.selected[last][a as usize].iter().map(|(id, _)| *id));
-            self.commit(item, Scope::Team, a, (StrictChannel::AgentOutput, taint, sel), None);
+            let mut label = self.ledger_label(st, a, None, last);
+            if self.scn.protocol.routing.ledger_inputs == LedgerInputs::LastRound {
+                // memlink before the fidelity pass named the promoted selection as lineage.
+                label.parents = sel;
+            }
+            self.commit(item, Scope::Team, a, (StrictChannel::AgentOutput, label), None);
         }
     }
 }

@@ -43,14 +43,29 @@ impl World<'_> {
             "memory_handoff".into(),
         ]);
         item.source_agent_trust = self.reputation;
-        // Strict ledger: taint propagates from the reported memories, lineage is their ids.
-        let (taint, parents) = self.ledger_inputs(report.iter().copied());
+        // Strict ledger: routing the report hands the receiver the sender's labels; the summary
+        // depends on the reported memories and on what the receiver received (lineage: the
+        // reported ids). A laundering memory manager writes it as its own, dependency-free.
+        // Under async timing a handoff can land after its task has finished: the task's
+        // routing state is gone, and the summary inherits from its report alone.
+        let live = self.cur.as_ref().is_some_and(|st| st.task == task);
+        if live {
+            self.route_labels(src, dst);
+        }
+        let label = if self.scn.protocol.routing.launder_handoffs {
+            Label::clean()
+        } else if live {
+            let st = self.cur.as_ref().expect("task");
+            self.ledger_label(st, dst, Some(report), round.saturating_sub(1) as usize)
+        } else {
+            self.report_label(report)
+        };
         let reported: Vec<(ItemId, bool)> =
             report.iter().zip(&retention).map(|(id, r)| (*id, *r == Retention::Verbatim)).collect();
         // The handoff's own task's target: under async timing a handoff can land after its task
         // has finished and the next one has started.
         let now = self.now();
-        let label = label_handoff(
+        let poison = label_handoff(
             &self.oracle,
             self.is_attacker[src as usize],
             &reported,
@@ -58,7 +73,7 @@ impl World<'_> {
             self.targets.get(&task).map(|(t, tok)| (*t, tok.as_slice())),
             now,
         );
-        self.commit(item, Scope::Private, dst, (StrictChannel::PeerMessage, taint, parents), label);
+        self.commit(item, Scope::Private, dst, (StrictChannel::PeerMessage, label), poison);
     }
 
     /// A handoff summary's intent, experience and features. Texts and their fragments are cached:

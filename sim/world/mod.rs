@@ -32,12 +32,14 @@ use crate::memory::{ItemId, MemoryBank, MemoryItem, MemoryTopology, Scope, Statu
 use crate::metrics::{AgentRound, ArmSummary, FinishContext, Recorder, label_handoff};
 use crate::oracle::{Oracle, PoisonOrigin, PoisonRecord};
 use crate::scenario::{
-    Arm, Attackers, FramingRule, HandoffIntent, Placement, PromotionPolicy, RetrievalMode, Scenario, Timing,
+    Arm, Attackers, CandidatePool, FramingRule, HandoffIntent, LedgerInputs, MemoryBackend, Placement, PromotionPolicy,
+    RetrievalMode, RoundMemoryText, Scenario, Timing,
 };
 use crate::text::{Fragment, composable, compose, experience_fragment, intent_fragment};
 use crate::text::{Lexicon, QueryFeatures, Sym, TextFeatures, analyze, analyze_query, tokens_of};
 use crate::topology::CommGraph;
-use crate::workload::{Task, TaskStream, WorkloadConfig};
+use crate::workload::{HaystackLayout, Task, TaskStream, TieOrder, WorkloadConfig, query_overlap_score};
+use commit::Label;
 use rustc_hash::FxHashMap as HashMap;
 use std::rc::Rc;
 
@@ -174,6 +176,8 @@ struct TaskState {
     store_cache: Vec<StoreCache>,
     /// Items written for this task, in commit order (the same-task retrieval scope).
     task_items: Vec<ItemId>,
+    /// Per agent, the strict-ledger labels received over routed messages this task.
+    received: Vec<Option<commit::Received>>,
 }
 
 /// A store's backend candidates: (intent similarity, item), in ranking order.
@@ -231,6 +235,8 @@ pub struct World<'a> {
     backbone: Box<dyn Backbone>,
     /// How this arm's prompts present retrieved memories.
     framing: MemoryFraming,
+    /// Which candidates the guard receives.
+    pool: retrieve::Pool,
     workload: Rc<TaskStream>,
     /// The outcome feedback policy of this arm (the protocol's unless the arm overrides it).
     feedback: FeedbackPolicy,
@@ -242,6 +248,10 @@ pub struct World<'a> {
     embedder: Embedder,
     bank: MemoryBank,
     intent_cache: HashMap<u64, Rc<[f32]>>,
+    /// Each committed haystack unit's query-overlap score (the rerank's key).
+    history_overlap: HashMap<ItemId, f64>,
+    /// Embeddings of retrieval keys, by text key.
+    key_embeddings: HashMap<u64, Rc<[f32]>>,
     sentence_bodies: HashMap<Rc<str>, Rc<Fragment>>,
     /// Per item: (stamp, text similarity to the current task's query); valid when the stamp is
     /// the current task's. Item metadata and the query are fixed within a task.
@@ -310,11 +320,15 @@ fn memory_framing(scn: &Scenario, guard: &dyn Guard) -> MemoryFraming {
         FramingRule::Experience => MemoryFraming::Experience,
         FramingRule::Evidence => MemoryFraming::Evidence,
         FramingRule::Reference => {
-            let task_loop = matches!(scn.workload, WorkloadConfig::Mmlu(_) | WorkloadConfig::AppWorld(_));
+            // `render_memory_context`: LongMemEval's prompts hold user history, which switches
+            // every arm to the JSON items; otherwise MAPLE-Guard's methods and the strict runtime
+            // get evidence lines, every other arm reusable experiences (the INFA harness renders
+            // through the same function).
+            let json = matches!(scn.workload, WorkloadConfig::LongMemEval(_));
             // MAPLE-Guard, alone or in a stack, is the guard that carries a MAPLE configuration.
             let maple = guard.metadata_config().is_some();
             let strict = scn.protocol.provenance == ProvenanceMode::StrictLedger;
-            if task_loop && (maple || strict) { MemoryFraming::Evidence } else { MemoryFraming::Experience }
+            if !json && (maple || strict) { MemoryFraming::Evidence } else { MemoryFraming::Experience }
         }
     }
 }
@@ -352,7 +366,11 @@ impl<'a> World<'a> {
         let backbone: Box<dyn Backbone> = Box::new(DiscreteChoice::new(&profile.name, params));
         let workload = Rc::new(scn.workload.generate(&streams));
         let mut lex = Lexicon::new();
-        let mut embedder = Embedder::new(scn.embedding_dim, streams.seed_of(StreamKind::Embedding, &[]));
+        let mut embedder = Embedder::with_model(
+            scn.embedding_dim,
+            streams.seed_of(StreamKind::Embedding, &[]),
+            scn.similarity.clone(),
+        );
         for w in workload.vocabulary() {
             let s = lex.intern(w);
             embedder.mark_content(s);
@@ -360,6 +378,7 @@ impl<'a> World<'a> {
         let benign = u64::from(scn.agents) - attacker_ids.len() as u64;
         let capacity = expected_items(scn, &graph);
         let framing = memory_framing(scn, guard.as_ref());
+        let pool = retrieve::Pool::of(scn, guard.as_ref());
         World {
             scn,
             streams,
@@ -370,11 +389,14 @@ impl<'a> World<'a> {
             meta,
             backbone,
             framing,
+            pool,
             workload,
             lex,
             embedder,
             bank: MemoryBank::with_capacity(scn.agents as usize, scn.embedding_dim, capacity),
             intent_cache: HashMap::default(),
+            key_embeddings: HashMap::default(),
+            history_overlap: HashMap::default(),
             sentence_bodies: HashMap::default(),
             sim_memo: Vec::new(),
             verdict_memo: Vec::new(),

@@ -8,16 +8,57 @@ impl World<'_> {
     pub(super) fn text_similarity(&mut self, id: ItemId, query: &[f32]) -> f64 {
         if self.bank.text_embedding(id).is_none() {
             let it = self.bank.get(id);
-            let e = self.embedder.embed(it.features.tokens.get(), Embedder::text_key(&it.experience), &self.lex);
+            let e = match &it.retrieval_key {
+                // A retrieval key is embedded once per distinct text (every round memory of a
+                // task shares its question).
+                Some(key) => {
+                    let k = Embedder::text_key(key);
+                    match self.key_embeddings.get(&k) {
+                        Some(e) => e.to_vec(),
+                        None => {
+                            let tokens = tokens_of(&key.to_lowercase(), &mut self.lex);
+                            let e: Rc<[f32]> = self.embedder.embed(&tokens, k, &self.lex).into();
+                            self.key_embeddings.insert(k, e.clone());
+                            e.to_vec()
+                        }
+                    }
+                }
+                None => self.embedder.embed(it.features.tokens.get(), Embedder::text_key(&it.experience), &self.lex),
+            };
             self.bank.set_text_embedding(id, e);
         }
         cosine(query, self.bank.text_embedding(id).expect("just set"))
     }
 
-    /// The backend's top-k of `cands` by hybrid score, or nothing for a guard that ranks the
-    /// whole pool itself (see [`Guard::full_pool`]): it would never be read.
-    pub(super) fn backend_selection(&self, cands: &[(f64, ItemId)], k: usize) -> Rc<[usize]> {
-        if self.guard.full_pool() { Rc::new([]) } else { hybrid_top_k(cands, &self.bank, k) }
+    /// The indices of `cands` the pool needs from the backend's hybrid ranking: the "selected"
+    /// top-k, the first `backend_k` in backend order, the whole hybrid order (to break the
+    /// pre-score's ties per store), or nothing where the guard ranks the pool itself.
+    pub(super) fn backend_selection(&self, cands: &[(f64, ItemId)]) -> Rc<[usize]> {
+        let (sel, bk) = self.pool_sizes();
+        match self.pool {
+            Pool::Selected => hybrid_top_k(cands, &self.bank, sel),
+            Pool::BackendOrder => hybrid_top_k(cands, &self.bank, bk),
+            Pool::Resorted => hybrid_top_k(cands, &self.bank, cands.len()),
+            Pool::UnionResorted | Pool::Flat => Rc::new([]),
+        }
+    }
+
+    /// (memories in the backend's "selected" set, candidates per store): the protocol's top-k
+    /// and backend_k, or LongMemEval's reference pools, where the runner asks the core for
+    /// four times top-k and the core asks the backend for its own rule of that.
+    pub(super) fn pool_sizes(&self) -> (usize, usize) {
+        let proto = &self.scn.protocol;
+        if self.haystack_reference() {
+            let retrieve_k = 4 * proto.top_k;
+            (proto.top_k, proto.backend_k.unwrap_or((4 * retrieve_k).max(retrieve_k + 4)))
+        } else {
+            (proto.top_k, proto.backend_k())
+        }
+    }
+
+    /// Whether LongMemEval's haystack and its rerank follow the reference.
+    pub(super) fn haystack_reference(&self) -> bool {
+        matches!(&self.scn.workload, WorkloadConfig::LongMemEval(c) if c.layout == HaystackLayout::Reference)
     }
 
     /// A store's backend candidates for the current task (spec §3.3 stage 1): similarity per
@@ -27,8 +68,7 @@ impl World<'_> {
     /// and the candidates until it gains an item; the shared store's candidates thus serve
     /// every agent and round of the task.
     pub(super) fn store_candidates(&mut self, slot: usize, shared: bool, agent: u32) -> (Candidates, Rc<[usize]>) {
-        let proto = &self.scn.protocol;
-        let (k, bk) = (proto.top_k, proto.backend_k());
+        let (_, bk) = self.pool_sizes();
         let topo = self.scn.memory_topology;
         let groups = if shared { self.bank.shared_groups() } else { self.bank.private_groups(agent) };
         let items = if shared { self.bank.shared_store().len() } else { self.bank.private_store(agent).len() };
@@ -77,7 +117,7 @@ impl World<'_> {
                 .flat_map(|(s, g)| groups[*g].members.iter().map(move |id| (*s, *id)))
                 .filter(|(_, id)| !reader_dependent || topo.shared_visible(self.bank.get(*id), agent, self.scn.agents)),
         );
-        let best = self.backend_selection(&cands, k);
+        let best = self.backend_selection(&cands);
         let cands = Rc::new(cands);
         let st = self.cur.as_mut().expect("task");
         let cache = &mut st.store_cache[slot];
@@ -87,12 +127,24 @@ impl World<'_> {
         (cands, best)
     }
 
+    /// A store's candidates without a backend (the INFA harness's `--memory-backend none`):
+    /// every memory the reader can see, in commit order.
+    pub(super) fn flat_candidates(&self, shared: bool, agent: u32) -> (Candidates, Rc<[usize]>) {
+        let topo = self.scn.memory_topology;
+        let ids = if shared { self.bank.shared_store() } else { self.bank.private_store(agent) };
+        let cands: Vec<(f64, ItemId)> = ids
+            .iter()
+            .filter(|id| !shared || topo.shared_visible(self.bank.get(**id), agent, self.scn.agents))
+            .map(|id| (0.0, *id))
+            .collect();
+        (Rc::new(cands), Rc::new([]))
+    }
+
     /// A store's candidates under the same-task scope (LongMemEval, spec §5.5): only items
     /// written for the current task, the `backend_k` most similar by intent, and the `top_k`
     /// best of those by the backend's hybrid score.
     pub(super) fn scoped_candidates(&mut self, slot: usize, shared: bool, agent: u32) -> (Candidates, Rc<[usize]>) {
-        let proto = &self.scn.protocol;
-        let (k, bk) = (proto.top_k, proto.backend_k());
+        let (_, bk) = self.pool_sizes();
         let topo = self.scn.memory_topology;
         let want = if shared { crate::memory::StoreKind::Shared } else { crate::memory::StoreKind::Private(agent) };
         let st = self.cur.as_ref().expect("task");
@@ -118,7 +170,7 @@ impl World<'_> {
         let mut ranked: Vec<(f64, usize, ItemId)> = cands.iter().enumerate().map(|(i, (s, id))| (*s, i, *id)).collect();
         top_k(&mut ranked, bk, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         let cands: Vec<(f64, ItemId)> = ranked.into_iter().map(|(s, _, id)| (s, id)).collect();
-        let best = self.backend_selection(&cands, k);
+        let best = self.backend_selection(&cands);
         let cands: Candidates = Rc::new(cands);
         let st = self.cur.as_mut().expect("task");
         let cache = &mut st.store_cache[slot];
@@ -128,63 +180,89 @@ impl World<'_> {
         (cands, best)
     }
 
-    /// Two-stage retrieval (spec §3.3): per-store candidates and the backend's hybrid selection,
-    /// the broker for shared items, the guard's scoring and firewall, then top-k.
+    /// Two-stage retrieval (spec §3.3): per-store candidates and the pool the guard receives
+    /// (see [`Pool`]), the broker for shared items, the guard's scoring and firewall, then top-k.
     pub(super) fn retrieve(&mut self, agent: u32, round: u32) -> Vec<(ItemId, f64)> {
         let proto = &self.scn.protocol;
-        let (k, bk) = (proto.top_k, proto.backend_k());
+        let (sel_k, bk) = self.pool_sizes();
+        // The core keeps this many after scoring; LongMemEval's runner then reranks and cuts
+        // to top-k.
+        let haystack = self.haystack_reference();
+        let proto_top_k = proto.top_k;
+        let k = if haystack { 4 * proto_top_k } else { proto_top_k };
         let st = self.cur.as_ref().expect("task");
         let task = st.task;
         let wl = self.workload.clone();
         let class = wl.tasks()[task as usize].class.as_str();
         let reader = Reader { agent, task_class: class };
         let topo = self.scn.memory_topology;
+        let kind = self.pool;
         // Each store's candidates are shared with the store cache, not copied.
         let mut pools: [Option<Candidates>; 2] = [None, None];
+        let mut bests: [Option<Rc<[usize]>>; 2] = [None, None];
         let mut selected: Vec<(ItemId, bool)> = Vec::new();
-        let full_pool = self.guard.full_pool();
         for (store_idx, shared) in [(0u64, false), (1u64, true)] {
             if shared && topo == MemoryTopology::PrivateOnly {
                 continue;
             }
             let slot = if shared { self.scn.agents as usize } else { agent as usize };
-            let (cands, best) = if proto.same_task_scope {
+            let (cands, best) = if kind == Pool::Flat {
+                self.flat_candidates(shared, agent)
+            } else if proto.same_task_scope {
                 self.scoped_candidates(slot, shared, agent)
             } else {
                 self.store_candidates(slot, shared, agent)
             };
-            // The backend's own selection (ε-exploration or the hybrid top-k); a full-pool guard
-            // ranks the whole pool itself, and the exploration stream is the selection's alone,
-            // so skipping both there changes nothing else.
-            if !full_pool {
-                let mut rng = self
-                    .streams
-                    .rng(StreamKind::Exploration, &[u64::from(task), u64::from(agent), u64::from(round), store_idx]);
-                if rng.bernoulli(proto.epsilon) {
-                    selected.extend(rng.sample_indices(cands.len(), k).iter().map(|i| (cands[*i].1, shared)));
-                } else {
-                    selected.extend(best.iter().map(|i| (cands[*i].1, shared)));
+            match kind {
+                // The backend's own selection (ε-exploration or the hybrid top-k); the
+                // exploration stream is the selection's alone, so pools that ignore it change
+                // nothing else by skipping it.
+                Pool::Selected => {
+                    let mut rng = self.streams.rng(
+                        StreamKind::Exploration,
+                        &[u64::from(task), u64::from(agent), u64::from(round), store_idx],
+                    );
+                    if rng.bernoulli(proto.epsilon) {
+                        selected.extend(rng.sample_indices(cands.len(), sel_k).iter().map(|i| (cands[*i].1, shared)));
+                    } else {
+                        selected.extend(best.iter().map(|i| (cands[*i].1, shared)));
+                    }
                 }
+                Pool::BackendOrder => selected.extend(best.iter().map(|i| (cands[*i].1, shared))),
+                Pool::Flat => selected.extend(cands.iter().map(|(_, id)| (*id, shared))),
+                Pool::Resorted | Pool::UnionResorted => {}
             }
             pools[store_idx as usize] = Some(cands);
+            bests[store_idx as usize] = Some(best);
         }
         let (pure, stamp) = (self.guard.score_is_pure(), self.memo_stamp);
-        let mut pool: Vec<(ItemId, bool)> = if full_pool {
+        let mut pool: Vec<(ItemId, bool)> = if matches!(kind, Pool::Resorted | Pool::UnionResorted) {
             if self.prescore_memo.len() < self.bank.len() {
                 self.prescore_memo.resize(self.bank.len(), (0, 0, 0.0));
             }
             let class_id = self.bank.class_id(class);
-            // The best `backend_k` of the whole pool by pre-score, in one bounded pass. Ties keep
-            // candidate order (private store first, then shared): the position breaks them.
+            // The best `backend_k` by pre-score, in one bounded pass: per store under the
+            // reference (ties keep the backend's hybrid order, the order its candidates came
+            // in), or over the union of both stores (ties keep candidate order, private first).
             let order = |a: &(f64, usize, ItemId, bool), b: &(f64, usize, ItemId, bool)| {
                 b.0.total_cmp(&a.0).then(a.1.cmp(&b.1))
             };
             let mut ranked = std::mem::take(&mut self.scratch.ranked);
             ranked.clear();
+            let mut pool = std::mem::take(&mut self.scratch.pool);
+            pool.clear();
             let mut position = 0usize;
             for (store_idx, cands) in pools.iter().enumerate() {
+                let Some(cands) = cands else { continue };
                 let shared = store_idx == 1;
-                for &(s, id) in cands.iter().flat_map(|c| c.iter()) {
+                let per_store = kind == Pool::Resorted;
+                let order_of: Vec<usize> = if per_store {
+                    bests[store_idx].as_ref().map(|b| b.to_vec()).unwrap_or_default()
+                } else {
+                    (0..cands.len()).collect()
+                };
+                for (rank, &ci) in order_of.iter().enumerate() {
+                    let (s, id) = cands[ci];
                     // The pre-score depends on the item, its intent similarity to the task's
                     // query and the reader: memoised per task like the read verdicts.
                     let i = id as usize;
@@ -197,12 +275,15 @@ impl World<'_> {
                         self.prescore_memo[i] = (stamp, agent, p);
                         p
                     };
-                    insert_bounded(&mut ranked, bk, (p, position, id, shared), order);
+                    let pos = if per_store { rank } else { position };
+                    insert_bounded(&mut ranked, bk, (p, pos, id, shared), order);
                     position += 1;
                 }
+                if per_store {
+                    pool.extend(ranked.iter().map(|(_, _, id, sh)| (*id, *sh)));
+                    ranked.clear();
+                }
             }
-            let mut pool = std::mem::take(&mut self.scratch.pool);
-            pool.clear();
             pool.extend(ranked.iter().map(|(_, _, id, sh)| (*id, *sh)));
             self.scratch.ranked = ranked;
             pool
@@ -282,6 +363,9 @@ impl World<'_> {
                 }
             }
         }
+        if haystack {
+            rerank_history(&mut top, &self.history_overlap, proto_top_k);
+        }
         for (id, _) in &pool {
             self.bank.get_mut(*id).retrieved_count += 1;
         }
@@ -334,6 +418,78 @@ fn insert_bounded<T>(best: &mut Vec<T>, k: usize, x: T, cmp: impl Fn(&T, &T) -> 
     best.truncate(k);
 }
 
+/// LongMemEval's runner cut (`filter_task_scoped_memories` with
+/// `rerank_trusted_haystack_candidates`): of the core's selection, the trusted history units
+/// that overlap the query move to the front (most overlap first, then selection order, at most
+/// 48), the rest keep their order, and the first `k` remain.
+fn rerank_history(top: &mut Vec<(f64, usize, ItemId, f64)>, overlap: &HashMap<ItemId, f64>, k: usize) {
+    const TOP_N: usize = 48;
+    let mut scored: Vec<(f64, usize)> = Vec::new();
+    let mut other: Vec<usize> = Vec::new();
+    for (pos, e) in top.iter().enumerate() {
+        match overlap.get(&e.2) {
+            Some(s) if *s > 0.0 => scored.push((*s, pos)),
+            _ => other.push(pos),
+        }
+    }
+    if scored.is_empty() {
+        top.truncate(k);
+        return;
+    }
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    let mut order: Vec<usize> = scored.iter().take(TOP_N).map(|x| x.1).collect();
+    let mut rest: Vec<usize> = other.into_iter().chain(scored.iter().skip(TOP_N).map(|x| x.1)).collect();
+    rest.sort_unstable();
+    order.extend(rest);
+    order.truncate(k);
+    let picked: Vec<(f64, usize, ItemId, f64)> = order.iter().map(|i| top[*i]).collect();
+    *top = picked;
+}
+
+/// Which candidates a guard receives from the backend (see [`CandidatePool`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(super) enum Pool {
+    /// The backend's "selected" set per store: hybrid top-k, or the ε sample.
+    Selected,
+    /// The first `backend_k` per store in the backend's hybrid order.
+    BackendOrder,
+    /// The first `backend_k` per store by the guard's pre-score (ties: hybrid order).
+    Resorted,
+    /// The best `backend_k` of both stores together by pre-score (memlink before the fidelity
+    /// pass).
+    UnionResorted,
+    /// No backend: every visible memory.
+    Flat,
+}
+
+impl Pool {
+    /// The pool of `guard` under `scn`'s routing.
+    pub(super) fn of(scn: &Scenario, guard: &dyn Guard) -> Pool {
+        if scn.memory_backend() == MemoryBackend::FlatList {
+            return Pool::Flat;
+        }
+        let strict = scn.protocol.provenance == ProvenanceMode::StrictLedger;
+        match scn.protocol.routing.candidate_pool {
+            CandidatePool::UnionResorted => {
+                if guard.full_pool() {
+                    Pool::UnionResorted
+                } else {
+                    Pool::Selected
+                }
+            }
+            CandidatePool::Reference => {
+                if strict || guard.backend_order_pool() {
+                    Pool::BackendOrder
+                } else if guard.full_pool() {
+                    Pool::Resorted
+                } else {
+                    Pool::Selected
+                }
+            }
+        }
+    }
+}
+
 /// Keeps the `k` first elements under the total order `cmp`, sorted (a partial selection, so
 /// ranking hundreds of candidates for three slots stays cheap).
 fn top_k<T: Copy>(v: &mut Vec<T>, k: usize, cmp: impl Fn(&T, &T) -> std::cmp::Ordering) {
@@ -380,4 +536,30 @@ fn hybrid_top_k(cands: &[(f64, ItemId)], bank: &MemoryBank, k: usize) -> Rc<[usi
         insert_bounded(&mut best, k, (h, i), order);
     }
     best.iter().map(|h| h.1).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The runner's cut: overlapping history units first (most overlap, then selection order),
+    /// then the rest in selection order, cut to k.
+    #[test]
+    fn rerank_moves_overlapping_history_ahead() {
+        // Selection order 0..6: items 10..16 with scores descending; 11, 13 and 15 are history.
+        let mut top: Vec<(f64, usize, ItemId, f64)> =
+            (0..6).map(|i| (1.0 - i as f64 * 0.1, i, 10 + i as u32, 0.5)).collect();
+        let mut overlap = HashMap::default();
+        overlap.insert(11, 1.0);
+        overlap.insert(13, 3.0);
+        overlap.insert(15, 3.0);
+        overlap.insert(12, 0.0);
+        rerank_history(&mut top, &overlap, 4);
+        let ids: Vec<ItemId> = top.iter().map(|e| e.2).collect();
+        assert_eq!(ids, vec![13, 15, 11, 10]);
+        // Nothing overlapping: the selection order, cut.
+        let mut top: Vec<(f64, usize, ItemId, f64)> = (0..3).map(|i| (1.0, i, i as u32, 0.5)).collect();
+        rerank_history(&mut top, &HashMap::default(), 2);
+        assert_eq!(top.iter().map(|e| e.2).collect::<Vec<_>>(), vec![0, 1]);
+    }
 }

@@ -21,15 +21,20 @@ impl World<'_> {
         } else {
             Role::Benign
         };
-        let peer_msgs: Vec<(TextFeatures, bool)> = if self.scn.protocol.peer_messages && round > 0 {
-            self.graph
-                .incoming(agent)
-                .iter()
-                .filter_map(|j| st.shown[round as usize - 1][*j as usize].clone())
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let (peer_msgs, senders): (Vec<(TextFeatures, bool)>, Vec<u32>) =
+            if self.scn.protocol.peer_messages && round > 0 {
+                self.graph
+                    .incoming(agent)
+                    .iter()
+                    .filter_map(|j| st.shown[round as usize - 1][*j as usize].clone().map(|m| (m, *j)))
+                    .unzip()
+            } else {
+                (Vec::new(), Vec::new())
+            };
+        // Each delivered message is routed: the strict ledger hands its sender's labels on.
+        for j in senders {
+            self.route_labels(j, agent);
+        }
         let st = self.cur.as_ref().expect("task");
         let evidence: Vec<Evidence<'_>> =
             selection.iter().map(|(id, sim)| Evidence { features: &self.bank.get(*id).features, sim: *sim }).collect();
@@ -155,47 +160,84 @@ impl World<'_> {
         self.recorder.round(&self.oracle, task, round, &obs, &st.option_tokens, t.metric);
     }
 
-    /// Stores `agent`'s reviewed round output as a team memory, with the INFA harness's
-    /// metadata (spec §1.1, §5.6): tool-observation relays for ToolAttack, prompt-injection
-    /// metadata for outputs that carry an injection cue, benign peer reasoning otherwise.
+    /// Stores `agent`'s reviewed round output as a team memory, as the INFA harness's
+    /// `commit_round_memory` writes it (spec §1.1, §5.6): tool-observation relays for the
+    /// ToolAttack harness, prompt-injection metadata for outputs that carry an injection cue (or,
+    /// with `reference_attacker_metadata`, come from an attacker), benign peer reasoning
+    /// otherwise; under [`RoundMemoryText::Reference`] with the reference's intents, experience
+    /// template, retrieval key (the question) and writer trust by role.
     pub(super) fn round_memory(&mut self, task: u32, round: u32, agent: u32, text: String) {
         let wl = self.workload.clone();
         let t = &wl.tasks()[task as usize];
         let attacker = self.is_attacker[agent as usize];
         let cue = render::has_injection_cue(&text);
-        // (source, Q, τ, h, taint)
-        let (source, q, trust, hazard, taint): (&str, f64, f64, f64, Taint) =
-            if matches!(self.scn.attack, crate::attack::AttackConfig::ToolAttack(_)) {
-                ("tool_observation_cross_agent", 0.45, 0.28, 0.62, Taint::External)
-            } else if self.scn.protocol.reference_attacker_metadata && attacker && t.poisoning {
-                ("external_prompt_injection_cross_agent", 0.20, 0.22, 0.72, Taint::External)
-            } else if cue {
-                ("external_prompt_injection_cross_agent", 0.20, 0.40, 0.58, Taint::External)
-            } else {
-                ("benign_peer_reasoning", 0.55, 0.78, 0.08, Taint::Clean)
-            };
+        let reference = self.scn.protocol.routing.round_memory == RoundMemoryText::Reference;
+        // The harness's attack mode follows the workload: InjecAgent runs TA, CSQA runs PI.
+        let tool_harness = if reference {
+            matches!(self.scn.workload, WorkloadConfig::InjectAgent(_))
+        } else {
+            matches!(self.scn.attack, crate::attack::AttackConfig::ToolAttack(_))
+        };
+        let oracle_attacker = self.scn.protocol.reference_attacker_metadata && attacker && (reference || t.poisoning);
+        // (source, Q, τ, h, taint, writer trust)
+        let (source, q, trust, hazard, taint, writer_trust): (&str, f64, f64, f64, Taint, f64) = if tool_harness {
+            ("tool_observation_cross_agent", 0.45, 0.28, 0.62, Taint::External, 0.35)
+        } else if oracle_attacker {
+            ("external_prompt_injection_cross_agent", 0.20, 0.22, 0.72, Taint::External, 0.20)
+        } else if cue {
+            ("external_prompt_injection_cross_agent", 0.20, 0.40, 0.58, Taint::External, 0.45)
+        } else {
+            ("benign_peer_reasoning", 0.55, 0.78, 0.08, Taint::Clean, 0.78)
+        };
         let hazard = if render::has_hazard_cue(&text) { (hazard + 0.22).min(0.95) } else { hazard };
-        let features = analyze(&t.question, &text, &mut self.lex);
-        let name = format!("{}_{}_r{round}_a{agent}", self.guard.name(), t.id);
-        let mut item = MemoryItem::new(name, t.question.clone(), text, features);
+        let mut item = if reference {
+            let mode = if tool_harness { "TA" } else { "PI" };
+            let class = render::reference_task_class(t);
+            let intent = if self.scn.protocol.provenance == ProvenanceMode::StrictLedger {
+                format!("Physical-topology peer response memory for {class}")
+            } else if tool_harness {
+                format!("TA physical-topology communication memory for {class}")
+            } else if oracle_attacker || cue {
+                "PI contaminated or untrusted physical-topology response memory".to_string()
+            } else {
+                "PI benign peer reasoning memory for same-task collaboration".to_string()
+            };
+            let experience = render::infa_round_experience(&t.query, agent, mode, &text);
+            let features = analyze(&intent, &experience, &mut self.lex);
+            let name = format!("{}_{}_r{round}_a{agent}", self.guard.name(), t.id);
+            let mut item = MemoryItem::new(name, intent, experience, features);
+            item.memory_type = format!("infa_{}_communication_response", mode.to_lowercase());
+            item.set_parents(vec![
+                t.id.clone(),
+                format!("attack_source={mode}"),
+                format!("topology={}", render::reference_graph_type(&self.scn.topology)),
+            ]);
+            item.retrieval_key = Some(t.query.clone());
+            item.source_agent_trust = writer_trust;
+            item
+        } else {
+            let features = analyze(&t.question, &text, &mut self.lex);
+            let name = format!("{}_{}_r{round}_a{agent}", self.guard.name(), t.id);
+            let mut item = MemoryItem::new(name, t.question.clone(), text, features);
+            item.memory_type = "round_dialogue_memory".into();
+            item.set_parents(vec![t.id.clone(), self.agent_labels[agent as usize].clone()]);
+            item.source_agent_trust = self.reputation;
+            item
+        };
         item.utility_q = q;
         item.trust = trust;
         item.hazard = hazard;
         item.taint = taint;
         item.source_type = source.into();
-        item.memory_type = "round_dialogue_memory".into();
         item.origin_task = task;
         item.origin_round = round;
         item.writer = Writer::Agent(agent);
         item.allowed_agents = Vec::new();
         item.allowed_task_classes = vec![t.class.clone()];
-        item.set_parents(vec![t.id.clone(), self.agent_labels[agent as usize].clone()]);
-        item.source_agent_trust = self.reputation;
-        let consumed: Vec<ItemId> = {
+        let label = {
             let st = self.cur.as_ref().expect("task");
-            st.selected[round as usize][agent as usize].iter().map(|(id, _)| *id).collect()
+            self.ledger_label(st, agent, None, round as usize)
         };
-        let (ltaint, parents) = self.ledger_inputs(consumed.into_iter());
         let record = (attacker && t.poisoning && self.scn.attack.through_messages()).then(|| {
             let st = self.cur.as_ref().expect("task");
             PoisonRecord {
@@ -208,7 +250,7 @@ impl World<'_> {
                 carries_payload: true,
             }
         });
-        self.commit(item, Scope::Team, agent, (StrictChannel::PeerMessage, ltaint, parents), record);
+        self.commit(item, Scope::Team, agent, (StrictChannel::PeerMessage, label), record);
     }
 }
 

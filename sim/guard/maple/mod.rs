@@ -128,6 +128,11 @@ impl Guard for MapleGuard {
             || (self.cfg.ablations_get_full_pool && self.cfg.variant != MapleVariant::NoRetrieval)
     }
 
+    fn backend_order_pool(&self) -> bool {
+        // `retrieve_entries` tests the strict-comparison method list before MAPLE's own branch.
+        self.cfg.variant == MapleVariant::RetrievalOnly
+    }
+
     fn prescore(&self, input: PrescoreInput, sim: f64) -> f64 {
         prescore_of(input, sim, &self.cfg)
     }
