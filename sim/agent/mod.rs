@@ -31,7 +31,8 @@ pub enum Role {
 pub struct Evidence<'a> {
     /// Features of its text.
     pub features: &'a TextFeatures,
-    /// How similar it looked to the query (the retriever's cosine).
+    /// How similar it looks to the query: the cosine of the query and the text the prompt
+    /// shows (for a memory without a retrieval key, the retriever's own cosine).
     pub sim: f64,
 }
 

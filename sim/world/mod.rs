@@ -250,6 +250,8 @@ pub struct World<'a> {
     intent_cache: HashMap<u64, Rc<[f32]>>,
     /// Each committed haystack unit's query-overlap score (the rerank's key).
     history_overlap: HashMap<ItemId, f64>,
+    /// Embeddings of the shown text of memories that have a retrieval key.
+    shown_embeddings: HashMap<ItemId, Rc<[f32]>>,
     /// Embeddings of retrieval keys, by text key.
     key_embeddings: HashMap<u64, Rc<[f32]>>,
     sentence_bodies: HashMap<Rc<str>, Rc<Fragment>>,
@@ -396,6 +398,7 @@ impl<'a> World<'a> {
             bank: MemoryBank::with_capacity(scn.agents as usize, scn.embedding_dim, capacity),
             intent_cache: HashMap::default(),
             key_embeddings: HashMap::default(),
+            shown_embeddings: HashMap::default(),
             history_overlap: HashMap::default(),
             sentence_bodies: HashMap::default(),
             sim_memo: Vec::new(),

@@ -30,6 +30,23 @@ impl World<'_> {
         cosine(query, self.bank.text_embedding(id).expect("just set"))
     }
 
+    /// How similar a selected memory looks to the model: the cosine of the query and the text
+    /// the prompt shows (intent and experience). The retriever scores a keyed memory by its
+    /// retrieval key, which the prompt never shows (an INFA round memory's key is the question
+    /// itself, a haystack unit's the question plus its content), so the stand-in's relevance
+    /// reads the shown text instead; for an unkeyed memory the two are the same number.
+    pub(super) fn shown_similarity(&mut self, id: ItemId, retrieval_sim: f64, query: &[f32]) -> f64 {
+        if self.bank.get(id).retrieval_key.is_none() {
+            return retrieval_sim;
+        }
+        if !self.shown_embeddings.contains_key(&id) {
+            let it = self.bank.get(id);
+            let e = self.embedder.embed(it.features.tokens.get(), Embedder::text_key(&it.experience), &self.lex);
+            self.shown_embeddings.insert(id, e.into());
+        }
+        cosine(query, &self.shown_embeddings[&id])
+    }
+
     /// The indices of `cands` the pool needs from the backend's hybrid ranking: the "selected"
     /// top-k, the first `backend_k` in backend order, the whole hybrid order (to break the
     /// pre-score's ties per store), or nothing where the guard ranks the pool itself.

@@ -35,9 +35,15 @@ impl World<'_> {
         for j in senders {
             self.route_labels(j, agent);
         }
+        // The model judges a memory's relevance by what the prompt shows.
+        let query_emb = self.cur.as_ref().expect("task").query_emb.clone();
+        let shown: Vec<f64> = selection.iter().map(|(id, sim)| self.shown_similarity(*id, *sim, &query_emb)).collect();
         let st = self.cur.as_ref().expect("task");
-        let evidence: Vec<Evidence<'_>> =
-            selection.iter().map(|(id, sim)| Evidence { features: &self.bank.get(*id).features, sim: *sim }).collect();
+        let evidence: Vec<Evidence<'_>> = selection
+            .iter()
+            .zip(&shown)
+            .map(|((id, _), sim)| Evidence { features: &self.bank.get(*id).features, sim: *sim })
+            .collect();
         let peers: Vec<Peer<'_>> = peer_msgs.iter().map(|(f, c)| Peer { features: f, cautioned: *c }).collect();
         let ctx = AnswerContext {
             role,
