@@ -25,7 +25,7 @@ fn small_calibration(dir: &std::path::Path, guards: &str, evals: u32) -> PathBuf
     settings: {{ "mmlu_minja": "{scenario}" }},
     parameters: [(workload: "mmlu", name: "memory_weight", lo: 0.5, hi: 2.5)],
     seeds: [42],
-    tasks: Some(12),
+    tasks: Some(30),
     max_evaluations: {evals},
 )"#,
         targets = common::path("models/calibration-targets.csv").display(),

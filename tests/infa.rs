@@ -123,3 +123,22 @@ fn round_memories_follow_the_reference_template() {
     let (_, old) = World::new(&raw.scenario, &raw.profile, &raw.scenario.arms[0], 3, false).run_inspected();
     assert!(old.bank.items().iter().any(|it| it.memory_type == "round_dialogue_memory" && it.retrieval_key.is_none()));
 }
+
+/// A round memory is retrieved by its key, the question, so a same-task memory scores
+/// similarity 1 at the retriever; the stand-in reads the text the prompt shows, which is less
+/// similar (the model never sees the key).
+#[test]
+fn the_model_reads_the_shown_text_not_the_retrieval_key() {
+    let ls = small("scenarios/paper/csqa-promptinject-wheel.ron", 4);
+    let (_, insp) = World::new(&ls.scenario, &ls.profile, &ls.scenario.arms[0], 3, false).run_inspected();
+    let same_task: Vec<_> = insp
+        .evidence
+        .iter()
+        .filter(|e| insp.bank.get(e.3).origin_task == e.0 && insp.bank.get(e.3).retrieval_key.is_some())
+        .collect();
+    assert!(!same_task.is_empty());
+    for e in same_task {
+        assert!((e.4 - 1.0).abs() < 1e-5, "the key is the query: {}", e.4);
+        assert!(e.5 < e.4 - 0.05, "the shown text is not the key: {} vs {}", e.5, e.4);
+    }
+}

@@ -248,10 +248,14 @@ fn every_bundled_scenario_and_grid_loads() {
     walk(&common::path("scenarios"), &mut files);
     assert!(files.len() >= 25, "{}", files.len());
     for f in files {
-        // Each file as its own kind's command reads it (scenario, grid or sweep).
+        // Each file as its own kind's command reads it (scenario, grid, sweep or fidelity report).
         let (kind, summary) = memlink::inputs::validate(&f).unwrap_or_else(|e| panic!("{e}"));
         use memlink::inputs::FileKind;
-        assert!(matches!(kind, FileKind::Scenario | FileKind::Grid | FileKind::Sweep), "{}: {kind:?}", f.display());
+        assert!(
+            matches!(kind, FileKind::Scenario | FileKind::Grid | FileKind::Sweep | FileKind::Fidelity),
+            "{}: {kind:?}",
+            f.display()
+        );
         if kind == FileKind::Grid {
             let (_, runs) = memlink::grid::expand(&f).unwrap_or_else(|e| panic!("{e}"));
             assert!(!runs.is_empty(), "{}: {summary}", f.display());

@@ -127,6 +127,9 @@ pub struct Inspection {
     pub bank: MemoryBank,
     /// Every selection: (task, round, reader, item, item status at selection time).
     pub selections: Vec<(u32, u32, u32, ItemId, Status)>,
+    /// Every memory in a prompt: (task, round, reader, item, the retriever's similarity, the
+    /// similarity of the text the prompt shows, which the stand-in reads).
+    pub evidence: Vec<(u32, u32, u32, ItemId, f64, f64)>,
     /// Simulated times of processed events, in processing order.
     pub times: Vec<u64>,
 }
@@ -432,7 +435,12 @@ impl<'a> World<'a> {
 
     /// Runs to the end and also returns an [`Inspection`] of every selection and the final bank.
     pub fn run_inspected(mut self) -> (ArmRun, Inspection) {
-        self.inspection = Some(Inspection { bank: MemoryBank::new(0, 8), selections: Vec::new(), times: Vec::new() });
+        self.inspection = Some(Inspection {
+            bank: MemoryBank::new(0, 8),
+            selections: Vec::new(),
+            evidence: Vec::new(),
+            times: Vec::new(),
+        });
         self.run_inner()
     }
 
@@ -472,6 +480,7 @@ impl<'a> World<'a> {
         let mut inspection = self.inspection.take().unwrap_or(Inspection {
             bank: MemoryBank::new(0, 8),
             selections: Vec::new(),
+            evidence: Vec::new(),
             times: Vec::new(),
         });
         if !inspection.times.is_empty() {

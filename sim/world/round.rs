@@ -38,6 +38,11 @@ impl World<'_> {
         // The model judges a memory's relevance by what the prompt shows.
         let query_emb = self.cur.as_ref().expect("task").query_emb.clone();
         let shown: Vec<f64> = selection.iter().map(|(id, sim)| self.shown_similarity(*id, *sim, &query_emb)).collect();
+        if let Some(i) = self.inspection.as_mut() {
+            for ((id, sim), s) in selection.iter().zip(&shown) {
+                i.evidence.push((task, round, agent, *id, *sim, *s));
+            }
+        }
         let st = self.cur.as_ref().expect("task");
         let evidence: Vec<Evidence<'_>> = selection
             .iter()
