@@ -322,7 +322,7 @@ fn replaced_outputs_are_read_as_the_reference_reads_them() {
     assert_eq!(extract_choice("option E", 5), 4);
     // In a run, a replaced output still votes and is scored (as A), so Challenger changes the
     // answers that the undefended run records.
-    let ls = common::load(&with_arms(&["NoDefense", "Challenger(())"], 10));
+    let ls = common::load(&with_arms(&["NoDefense", "Challenger(())"], 40));
     let r = memlink::run::run_scenario(&ls, 7);
     assert!(r.arms[1].message_actions.get("replace").copied().unwrap_or(0) > 0);
 }
