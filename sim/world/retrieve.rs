@@ -273,12 +273,12 @@ impl World<'_> {
                 let Some(cands) = cands else { continue };
                 let shared = store_idx == 1;
                 let per_store = kind == Pool::Resorted;
-                let order_of: Vec<usize> = if per_store {
-                    bests[store_idx].as_ref().map(|b| b.to_vec()).unwrap_or_default()
-                } else {
-                    (0..cands.len()).collect()
-                };
-                for (rank, &ci) in order_of.iter().enumerate() {
+                // Per store the candidates come in the backend's hybrid order; the union keeps
+                // candidate order.
+                let hybrid = bests[store_idx].clone().unwrap_or_else(|| Rc::new([]));
+                let n = if per_store { hybrid.len() } else { cands.len() };
+                for rank in 0..n {
+                    let ci = if per_store { hybrid[rank] } else { rank };
                     let (s, id) = cands[ci];
                     // The pre-score depends on the item, its intent similarity to the task's
                     // query and the reader: memoised per task like the read verdicts.
