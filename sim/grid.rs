@@ -626,6 +626,8 @@ pub fn versus_paper(rows: &[TableRow], targets: &[crate::calibrate::Target], k: 
         "| backbone | setting | method | MDSR@{k} sim | paper | Δ | RDA@{k} sim | paper | Δ | role |\n|---|---|---|---|---|---|---|---|---|---|\n"
     );
     let (mut nd, mut nd_ok, mut base, mut base_ok) = (0, 0, 0, 0);
+    let (mut consistent, mut consistent_ok) = (0, 0);
+    let effects = crate::calibrate::effects::effects(targets);
     for r in rows {
         let maple = r.arm.to_lowercase().contains("maple");
         let cells = [(r.mdsr.0, find(r, "MDSR")), (r.rda.0, find(r, "RDA"))];
@@ -642,6 +644,16 @@ pub fn versus_paper(rows: &[TableRow], targets: &[crate::calibrate::Target], k: 
                     } else if !maple {
                         base += 1;
                         base_ok += usize::from(d.abs() <= 5.0);
+                        if !crate::calibrate::effects::inconsistent(
+                            &effects,
+                            &r.backbone,
+                            &r.setting,
+                            &r.arm,
+                            &t.metric,
+                        ) {
+                            consistent += 1;
+                            consistent_ok += usize::from(d.abs() <= 5.0);
+                        }
                     }
                 }
                 None => line.push_str(&format!(" {sim:.1} | – | – |")),
@@ -657,7 +669,9 @@ pub fn versus_paper(rows: &[TableRow], targets: &[crate::calibrate::Target], k: 
         s.push_str("\nRandom-topology tables (the round-level Tables 11–15, the scale rows of Table 4): residuals shown, no tolerance applies.\n");
     } else {
         s.push_str(&format!(
-            "\nNo Defense cells within 3 points (or the reported spread): {nd_ok} of {nd}. Baseline cells within 5 points: {base_ok} of {base}.\n"
+            "\nNo Defense cells within 3 points (or the reported spread): {nd_ok} of {nd}. Baseline cells within 5 points: {consistent_ok} of the {consistent} whose published effect the round-level table does not contradict (the criterion: `memlink effects` marks the other {} as differing by more than {} points between the tables, and no guard with one effect on both kinds of graph can meet both); {base_ok} of all {base}.\n",
+            base - consistent,
+            crate::calibrate::effects::INCONSISTENT_GAP
         ));
     }
     s

@@ -192,6 +192,16 @@ enum Cmd {
         /// Also write the fit report here (e.g. reports/calibration-qwen.md).
         #[arg(long)]
         report: Option<PathBuf>,
+        /// Instead of fitting: leave-one-setting-out validation (each setting's attack rows
+        /// predicted from the other settings; with --resume, the fit's stage A checkpoint in
+        /// the output folder is reused). Writes `<name>.loso.md` and `.json`; the profile is
+        /// not touched.
+        #[arg(long, conflicts_with = "slices")]
+        leave_one_out: bool,
+        /// Instead of fitting: the objective's slice along each parameter at N evenly spaced
+        /// values across its bounds, at the committed profile. Writes `<name>.slices.md`.
+        #[arg(long, value_name = "N")]
+        slices: Option<usize>,
     },
     /// Assess the committed profiles (and arms) on every row of calibration files, without
     /// fitting: the calibration report, regenerated from the code.
@@ -474,25 +484,20 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             println!("wrote {}", file.display());
             Ok(())
         }
-        Cmd::Calibrate { calibration, out, profile_out, resume, report: report_out } => {
+        Cmd::Calibrate { calibration, out, profile_out, resume, report: report_out, leave_one_out, slices } => {
             let cal = memlink::calibrate::Calibration::load(&calibration)?;
             let name = cal.spec().name.clone();
             let dir = out.unwrap_or_else(|| PathBuf::from("runs").join(format!("calibrate-{name}")));
+            if leave_one_out || slices.is_some() {
+                return calibrate_validation(&cal, &dir, resume, leave_one_out, slices, report_out.as_deref());
+            }
             eprintln!(
                 "{name}: fitting {} parameters to {} target rows ({} more rows checked, not fitted)",
                 cal.spec().parameters.len(),
                 cal.rows().len(),
                 cal.checks().len()
             );
-            let fit = cal.fit(&dir, resume, &mut |c, s| {
-                let (x, v) = s.best();
-                eprintln!(
-                    "  search {} · iteration {:>3} · {:>4} evaluations · objective {v:.4} · {x:.4?}",
-                    c + 1,
-                    s.iterations,
-                    s.evaluations
-                );
-            })?;
+            let fit = cal.fit(&dir, resume, &mut search_progress)?;
             let mut wrote = Vec::new();
             if cal.spec().parameters.iter().any(|p| p.guard.is_none()) {
                 let target = profile_out.unwrap_or_else(|| cal.profile_path().to_path_buf());
@@ -533,7 +538,12 @@ fn dispatch(cmd: Cmd) -> Result<()> {
                     cal.checks().len()
                 );
                 text.push('\n');
-                text.push_str(&memlink::calibrate::report(&cal, &cal.evaluate()));
+                let fit = cal.evaluate();
+                text.push_str(&memlink::calibrate::report(&cal, &fit));
+                if let Some(l) = cal.assess_loso(&fit)? {
+                    text.push('\n');
+                    text.push_str(&memlink::calibrate::loso::loso_report(&cal, &l));
+                }
             }
             match report {
                 Some(path) => {
@@ -580,4 +590,49 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// One line of a calibration's progress: search `c`'s iteration.
+fn search_progress(c: usize, s: &memlink::calibrate::Simplex) {
+    let (x, v) = s.best();
+    eprintln!(
+        "  search {} · iteration {:>3} · {:>4} evaluations · objective {v:.4} · {x:.4?}",
+        c + 1,
+        s.iterations,
+        s.evaluations
+    );
+}
+
+/// `memlink calibrate --leave-one-out` or `--slices N`: validation of a calibration, written to
+/// `<dir>/<name>.{loso,slices}.{md,json}` (and `report`), the profile untouched.
+fn calibrate_validation(
+    cal: &memlink::calibrate::Calibration,
+    dir: &std::path::Path,
+    resume: bool,
+    leave_one_out: bool,
+    slices: Option<usize>,
+    report: Option<&std::path::Path>,
+) -> Result<()> {
+    use memlink::calibrate::loso;
+    let name = cal.spec().name.clone();
+    std::fs::create_dir_all(dir).map_err(|source| memlink::error::Error::Io { path: dir.to_path_buf(), source })?;
+    let (kind, text, json) = if leave_one_out {
+        eprintln!("{name}: leave-one-setting-out validation over {} settings", cal.spec().settings.len());
+        let l = cal.leave_one_out(dir, resume, &mut search_progress)?;
+        ("loso", loso::loso_report(cal, &l), serde_json::to_string_pretty(&l).expect("serializable"))
+    } else {
+        let n = slices.unwrap_or(5);
+        eprintln!("{name}: slices of {} parameters at {n} points", cal.spec().parameters.len());
+        let s = cal.slices(n, &mut |s| eprintln!("  {} · χ² range {:.2}", s.name, s.range()));
+        ("slices", loso::slices_report(cal, &s), serde_json::to_string_pretty(&s).expect("serializable"))
+    };
+    let md = dir.join(format!("{name}.{kind}.md"));
+    memlink::run::write_atomic(&md, &text)?;
+    memlink::run::write_atomic(&dir.join(format!("{name}.{kind}.json")), &json)?;
+    if let Some(r) = report {
+        memlink::run::write_atomic(r, &text)?;
+    }
+    print!("{text}");
+    println!("\nwrote {}", md.display());
+    Ok(())
 }

@@ -148,7 +148,7 @@ fn bad_input_gets_a_positioned_error_and_exit_code_2() {
     // A broken backbone profile is named too.
     let p = scenario_file("profile", &base);
     let prof = p.parent().unwrap().join("models/qwen3.5-122b-a10b.ron");
-    std::fs::write(&prof, "(name: \"x\", workloads: { \"mmlu\": (temperature: -1.0) })").unwrap();
+    std::fs::write(&prof, "(name: \"x\", model: (temperature: -1.0), workloads: { \"mmlu\": () })").unwrap();
     assert_input_error(&memlink(&["run", p.to_str().unwrap()]), "qwen3.5-122b-a10b.ron", "a temperature in");
     // A malformed explain item.
     let bad = scratch("explain").join("item.ron");

@@ -175,5 +175,16 @@ fn the_report_sets_the_table_beside_published_numbers() {
     assert!(md.contains("prediction (never fitted)"));
     // RDA is 8.6 off but within the reported spread of 9.0; PIGuard's MDSR is 32 off.
     assert!(md.contains("No Defense cells within 3 points (or the reported spread): 2 of 2."), "{md}");
-    assert!(md.contains("Baseline cells within 5 points: 1 of 2."), "{md}");
+    assert!(md.contains("Baseline cells within 5 points: 1 of the 2 whose"), "{md}");
+    assert!(md.contains("the other 0 as differing"), "{md}");
+    // A round-level table that contradicts PIGuard's MDSR effect (none there, 25.5 points in
+    // Table 2): that cell leaves the criterion, RDA's stays.
+    let mut more = targets.to_vec();
+    for (guard, percent) in [("No Defense", 80.0), ("PIGuard", 80.0)] {
+        more.push(Target { source: "table11".into(), topology: "random".into(), ..t(guard, "MDSR@3", percent, None) });
+    }
+    let md = versus_paper(&rows, &more, 3);
+    assert!(md.contains("Baseline cells within 5 points: 1 of the 1 whose"), "{md}");
+    assert!(md.contains("the other 1 as differing by more than 10 points"), "{md}");
+    assert!(md.contains("1 of all 2."), "{md}");
 }

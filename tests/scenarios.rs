@@ -372,10 +372,12 @@ fn evidence_framing_scales_memories_only_where_the_prompt_renders_them_as_eviden
         let s = &ls.scenario;
         s.arms.iter().map(|a| World::new(s, &p, a, 7, false).run().summary).collect()
     };
-    fn mmlu(p: &mut Profile) -> &mut memlink::agent::WorkloadParams {
-        p.workloads.get_mut("mmlu").expect("the profile has mmlu")
+    // MMLU's value of model parameter `name` set to `v` (its deviation from the model's).
+    fn set(p: &mut Profile, name: &str, v: f64) {
+        let m = p.model.get(name).expect("a model field");
+        p.workloads.get_mut("mmlu").expect("the profile has mmlu").deviations.insert(name.into(), v - m);
     }
-    let factor = |x: f64| move |p: &mut Profile| mmlu(p).evidence_framing = x;
+    let factor = |x: f64| move |p: &mut Profile| set(p, "evidence_framing", x);
     let ls = common::load(&common::small("", 30));
     let base = with(&ls, &factor(1.0));
     let blind = with(&ls, &factor(0.0));
@@ -385,8 +387,8 @@ fn evidence_framing_scales_memories_only_where_the_prompt_renders_them_as_eviden
     let forced = common::load(&common::small("protocol: (memory_framing: Evidence),", 30));
     let framed_out = with(&forced, &factor(0.0));
     let weightless = with(&ls, &|p| {
-        mmlu(p).memory_weight = 0.0;
-        mmlu(p).failure_weight = 0.0;
+        set(p, "memory_weight", 0.0);
+        set(p, "failure_weight", 0.0);
     });
     assert_eq!(framed_out[0].rounds, weightless[0].rounds);
     assert_ne!(framed_out[0], base[0], "a forced evidence rendering reaches No Defense");

@@ -45,7 +45,7 @@ const OAT: &str = r#"(
     factors: [
         (name: Some("w.provenance"), path: "arms[MAPLE-Guard].guard.weights.provenance"),
         (name: Some("read.risk_min"), path: "arms[MAPLE-Guard].guard.firewall.risk_min"),
-        (name: Some("memory_weight"), path: "profile.workloads.mmlu.memory_weight"),
+        (name: Some("memory_weight"), path: "profile.model.memory_weight"),
     ],
 )"#;
 
@@ -171,7 +171,7 @@ fn bad_sweep_files_and_corrupted_results_get_positioned_errors() {
     assert!(e.contains("s.ron:8:"), "positioned at the factor: {e}");
     // A range outside the parameter's domain: a probability beyond 1.
     let body = OAT.replace(
-        r#"(name: Some("memory_weight"), path: "profile.workloads.mmlu.memory_weight"),"#,
+        r#"(name: Some("memory_weight"), path: "profile.model.memory_weight"),"#,
         r#"(name: Some("epsilon"), path: "protocol.epsilon", range: Some((0.0, 1.5))),"#,
     );
     std::fs::write(&sweep, body.replace("Oat(steps: [0.8, 1.2])", "Lhs(samples: 8)")).unwrap();

@@ -7,7 +7,10 @@ mod choice;
 mod profile;
 
 pub use choice::{DiscreteChoice, mentioned, stance};
-pub use profile::{JUDGE_KINDS, JudgeShift, Profile, WorkloadParams, load_profile, load_profile_str};
+pub use profile::{
+    JUDGE_KINDS, JudgeShift, MODEL_FIELDS, ModelParams, Profile, WORKLOAD_FIELDS, WorkloadBlock, WorkloadParams,
+    load_profile, load_profile_str,
+};
 
 use crate::engine::SimRng;
 use crate::text::{Sym, TextFeatures};

@@ -8,6 +8,24 @@
 
 use super::Target;
 
+/// The gap (points) beyond which `memlink effects` marks a pair inconsistent by default: a
+/// guard with one effect on both kinds of graph cannot then land within 5 points of both cells.
+pub const INCONSISTENT_GAP: f64 = 10.0;
+
+/// Whether the published Table 2 cell (backbone, setting, method, metric at round 3) has an
+/// effect that the round-level table contradicts by more than [`INCONSISTENT_GAP`]: such a
+/// cell is not a target a consistent guard can meet, so the baseline criterion leaves it out
+/// (issue 15). A cell without a round-level pair is consistent.
+pub fn inconsistent(effects: &[Effect], backbone: &str, setting: &str, guard: &str, metric: &str) -> bool {
+    effects.iter().any(|e| {
+        e.backbone == backbone
+            && e.setting == setting
+            && e.guard == guard
+            && e.metric == metric
+            && e.gap() > INCONSISTENT_GAP
+    })
+}
+
 /// One method's published effect in Table 2 and in its setting's round-level table.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Effect {

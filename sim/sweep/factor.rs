@@ -2,7 +2,7 @@
 //!
 //! A path walks the scenario as serialised (`protocol.top_k`, `attackers.Count`,
 //! `arms[MAPLE-Guard].guard.weights.provenance`), or the profile when it starts with
-//! `profile.` (`profile.workloads.mmlu.memory_weight`). A segment `name[k]` selects element k
+//! `profile.` (`profile.model.memory_weight`, `profile.workloads.mmlu.skill`). A segment `name[k]` selects element k
 //! of a list, `name[Arm name]` the element whose `name` is that; an enum's variant is stepped
 //! into implicitly (`guard.weights` means `guard.Maple.weights`). Integer fields take the
 //! nearest integer. Setting a value re-reads the whole scenario, so every check of a hand-written

@@ -199,9 +199,10 @@ fn apply(
     };
     scenario.check().map_err(|(f, e)| (blame(&f), format!("`{f}`: {e}")))?;
     crate::scenario::check_size(&scenario).map_err(|e| (0, e))?;
-    for w in profile.workloads.values() {
-        w.check().map_err(|(f, e)| (blame(&f), format!("`profile.{f}`: {e}")))?;
-    }
+    profile.check().map_err(|(f, e)| {
+        let leaf = f.rsplit('.').next().unwrap_or(&f).to_string();
+        (blame(&leaf), format!("`profile.{f}`: {e}"))
+    })?;
     Ok(LoadedScenario { scenario, profile, path: base.path.clone() })
 }
 

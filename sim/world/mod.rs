@@ -367,7 +367,7 @@ impl<'a> World<'a> {
         attacker_ids.iter().for_each(|a| is_attacker[*a as usize] = true);
         let meta = guard.metadata_config().cloned().unwrap_or_default();
         let class = scn.workload.class();
-        let params = profile.workload(class).cloned().unwrap_or_default();
+        let params = profile.workload(class).unwrap_or_default();
         let backbone: Box<dyn Backbone> = Box::new(DiscreteChoice::new(&profile.name, params));
         let workload = Rc::new(scn.workload.generate(&streams));
         let mut lex = Lexicon::new();

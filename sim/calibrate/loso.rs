@@ -1,0 +1,455 @@
+//! Predictive power of a calibration (issue 15): leave-one-setting-out validation, and the
+//! objective's slice through the fitted point along each parameter.
+//!
+//! **Leave one setting out.** For every setting S of a calibration, S's model parameters are
+//! predicted from the other settings alone and S's poisoning rows are compared with the
+//! prediction; no row of S that measures an attack is seen. A fold runs in three steps:
+//!
+//! 1. *Model values without S.* Each model field the calibration pools (fitted per workload
+//!    with a `prior_sd`) takes the precision-weighted mean of the other workloads' stage-A
+//!    values, weighted by their stage-B standard errors ([`super::pool`]). Stage A is the free
+//!    per-workload fit and stage B measures each workload on its own rows, so neither couples
+//!    two workloads: the other workloads' values are untouched by S's rows. A field that only S fits takes the
+//!    stand-in's default ([`ModelParams::default`]): nothing else informs it. Fields the
+//!    calibration never fits keep the profile's values (hand-set, equal on every workload).
+//! 2. *S's workload block from its attack-free rows.* S's own workload fields (difficulty and
+//!    knowledge: what a new workload changes) start from the defaults of
+//!    [`WorkloadBlock::default`] and are fitted on S's attack-free rows (Table 6) only, with S's
+//!    deviations removed: measuring a new workload's attack-free accuracy is what a researcher
+//!    does before asking how it is poisoned.
+//! 3. *Predict S's other fitted rows* (every row that measures an attack) at those parameters,
+//!    on the interval seeds.
+//!
+//! The same fold is run with a second predictor, *defaults*, that gives S the stand-in's
+//! default values for the pooled fields: what a profile without shared model values (the
+//! structure before issue 15, where every workload's memory weight was its own) can say about
+//! a workload it has not seen. The pooled predictor is worth the restructuring only where it
+//! beats that one.
+//!
+//! **Slices.** [`Calibration::slices`] evaluates the objective of each parameter's search at
+//! evenly spaced values across its bounds with every other parameter at the profile's value.
+//! A parameter along which the objective's sum (χ², the rows' squared spread-weighted
+//! residuals) changes by less than 1 over its whole range is left undetermined by the targets
+//! there; a slice is not a profile (the other parameters are not re-optimised), so a steep
+//! slice can still hide a direction the targets leave open.
+
+use super::{Calibration, Fit, FitParameter, RowFit, Simplex, is_model_param};
+use crate::agent::{ModelParams, WorkloadBlock};
+use crate::error::Result;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// Where a fold takes the left-out workload's model values from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Predictor {
+    /// The precision-weighted mean of the other workloads' values.
+    Pooled,
+    /// The stand-in's defaults (no shared model values).
+    Defaults,
+}
+
+impl Predictor {
+    fn label(self) -> &'static str {
+        match self {
+            Predictor::Pooled => "pooled from the other settings",
+            Predictor::Defaults => "defaults (no shared model)",
+        }
+    }
+
+    fn key(self) -> &'static str {
+        match self {
+            Predictor::Pooled => "pooled",
+            Predictor::Defaults => "defaults",
+        }
+    }
+}
+
+/// One fold: a setting left out and predicted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Fold {
+    /// The setting left out.
+    pub setting: String,
+    /// Its workload class.
+    pub workload: String,
+    /// Where its model values came from.
+    pub predictor: Predictor,
+    /// The pooled model fields and the values the left-out workload took.
+    pub model: Vec<(String, f64)>,
+    /// Its workload fields fitted on its attack-free rows (start, fitted).
+    pub workload_fit: Vec<(String, f64, f64)>,
+    /// Its rows at the fold's parameters: the attack-free rows (`fitted`: seen by the fold)
+    /// and the held-out rows (`fitted` false), means over the interval seeds.
+    pub rows: Vec<RowFit>,
+}
+
+/// The leave-one-setting-out outcome.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Loso {
+    /// Every fold, settings in order, the pooled predictor first.
+    pub folds: Vec<Fold>,
+    /// The committed profile's own rows (in-sample), for comparison.
+    pub in_sample: Vec<RowFit>,
+}
+
+/// One parameter's slice.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Slice {
+    /// Parameter name as the fit report names it.
+    pub name: String,
+    /// Its value in the profile.
+    pub value: f64,
+    /// Rows of its search.
+    pub rows: usize,
+    /// (value, objective sum χ²) across the bounds, the profile's value included.
+    pub points: Vec<(f64, f64)>,
+}
+
+impl Slice {
+    /// The largest change of χ² along the slice.
+    pub fn range(&self) -> f64 {
+        let (lo, hi) =
+            self.points.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| (a.min(p.1), b.max(p.1)));
+        hi - lo
+    }
+}
+
+impl Calibration {
+    /// The pooled field names, with, for workload `w`, the value it takes in a fold: `pooled`
+    /// from the other workloads' stage-A values `xa`, else the default.
+    fn fold_model(
+        &self,
+        xa: &[f64],
+        spreads: &[Option<super::pool::Spread>],
+        w: &str,
+        predictor: Predictor,
+    ) -> ModelParams {
+        let base = self.pool_base();
+        match predictor {
+            Predictor::Defaults => base,
+            Predictor::Pooled => self.pool_from(xa, spreads, Some(w), &base),
+        }
+    }
+
+    /// Leave-one-setting-out validation (module docs): stage A (or its checkpoint in `out`
+    /// with `resume`), then per setting and predictor a fit of the workload fields on the
+    /// attack-free rows (checkpointed as `<name>.loso-<setting>-<predictor>.state.json`) and
+    /// the held-out rows at the result.
+    pub fn leave_one_out(&self, out: &Path, resume: bool, progress: &mut dyn FnMut(usize, &Simplex)) -> Result<Loso> {
+        let a = self.stage_a(out, resume, progress)?;
+        let spreads = self.stage_b(out, &a.x)?;
+        let mut folds = Vec::new();
+        for setting in self.spec.settings.keys() {
+            let Some(ls) = self.scenarios.get(setting) else { continue };
+            let w = ls.scenario.workload.class().to_string();
+            if !self.rows.iter().any(|r| r.fitted && &r.setting == setting && !r.attack_free) {
+                continue;
+            }
+            for predictor in [Predictor::Pooled, Predictor::Defaults] {
+                folds.push(self.fold(setting, &w, &a.x, &spreads, predictor, out, resume, progress)?);
+            }
+        }
+        let current = self.evaluate();
+        Ok(Loso { folds, in_sample: current.rows })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn fold(
+        &self,
+        setting: &str,
+        w: &str,
+        xa: &[f64],
+        spreads: &[Option<super::pool::Spread>],
+        predictor: Predictor,
+        out: &Path,
+        resume: bool,
+        progress: &mut dyn FnMut(usize, &Simplex),
+    ) -> Result<Fold> {
+        let model = self.fold_model(xa, spreads, w, predictor);
+        let fold = self.fold_calibration(setting, w, &model, predictor, None);
+        let fit: Fit = if fold.spec.parameters.is_empty() || !fold.rows.iter().any(|r| r.fitted) {
+            let x = fold.current();
+            fold.assess(&x, &x, &model, (0.0, 0.0), 0, 0)
+        } else {
+            let x0 = fold.bounds().clamp(&fold.start());
+            let r = fold.search(&x0, &model, false, &fold.state_path(out), resume, 0, progress)?;
+            fold.assess(&x0, &r.x, &model, r.objective, r.iterations, r.evaluations)
+        };
+        Ok(Fold {
+            setting: setting.to_string(),
+            workload: w.to_string(),
+            predictor,
+            model: self.centre_entries(&model),
+            workload_fit: fit.parameters.clone(),
+            rows: fit.rows,
+        })
+    }
+
+    /// The calibration of one fold: setting `setting` (workload `w`) alone, its attack-free rows
+    /// fitted and its other rows checks, the profile's model values `model` and `w`'s block
+    /// without deviations, its workload fields starting from the defaults (or, with `at`, set
+    /// to those values).
+    fn fold_calibration(
+        &self,
+        setting: &str,
+        w: &str,
+        model: &ModelParams,
+        predictor: Predictor,
+        at: Option<&[(String, f64, f64)]>,
+    ) -> Calibration {
+        let mut profile = self.profile.clone();
+        profile.model = model.clone();
+        let defaults = WorkloadBlock::default();
+        let block = profile.workloads.get_mut(w).expect("checked at load");
+        block.deviations.clear();
+        // S's workload fields, from the defaults; its model fields are the fold's.
+        let params: Vec<FitParameter> = self
+            .spec
+            .parameters
+            .iter()
+            .filter(|p| p.guard.is_none() && p.judge.is_none() && p.workload == w && !is_model_param(p))
+            .map(|p| {
+                let d = defaults.get(&p.name).expect("a workload field");
+                FitParameter { start: Some(d.clamp(p.lo, p.hi)), prior_sd: None, ..p.clone() }
+            })
+            .collect();
+        for p in &params {
+            let stored = at.and_then(|v| v.iter().find(|(n, _, _)| n == &format!("{w}.{}", p.name)).map(|x| x.2));
+            *block.field_mut(&p.name).expect("a workload field") = stored.unwrap_or(p.start.expect("set above"));
+        }
+        let rows: Vec<super::Row> = self
+            .rows
+            .iter()
+            .filter(|r| r.fitted && r.setting == setting)
+            .map(|r| super::Row { fitted: r.attack_free, ..r.clone() })
+            .collect();
+        let mut spec = self.spec.clone();
+        spec.name = format!("{}.loso-{setting}-{}", self.spec.name, predictor.key());
+        spec.pooled = false;
+        spec.parameters = params;
+        self.derived(spec, profile, rows)
+    }
+
+    /// The calibration's stored leave-one-setting-out result (its `loso` file), re-evaluated
+    /// with `fit`'s rows (the committed profile's) as the in-sample ones; None without a `loso`.
+    pub fn assess_loso(&self, fit: &Fit) -> Result<Option<Loso>> {
+        let Some(rel) = &self.spec.loso else { return Ok(None) };
+        let path = self.path.parent().unwrap_or(Path::new(".")).join(rel);
+        let text = crate::error::read_file(&path)?;
+        let stored: Loso = serde_json::from_str(&text).map_err(|e| crate::error::Error::Parse {
+            path: path.clone(),
+            pos: crate::error::Pos { line: e.line(), col: e.column() },
+            message: format!("expected a leave-one-setting-out result (`memlink calibrate --leave-one-out`): {e}"),
+        })?;
+        self.reassess_loso(&stored, fit.rows.clone(), &path).map(Some)
+    }
+
+    /// A stored leave-one-setting-out result re-evaluated by the current code: every fold's
+    /// rows at its stored model values and fitted workload fields (no search), with this
+    /// calibration's `in_sample` rows. An error names `path` when a fold does not fit this
+    /// calibration (an unknown setting or workload field).
+    pub fn reassess_loso(&self, stored: &Loso, in_sample: Vec<RowFit>, path: &Path) -> Result<Loso> {
+        let bad = |message: String| crate::error::Error::Parse {
+            path: path.to_path_buf(),
+            pos: crate::error::Pos { line: 1, col: 1 },
+            message,
+        };
+        let mut folds = Vec::new();
+        for f in &stored.folds {
+            let Some(ls) = self.scenarios.get(&f.setting) else {
+                return Err(bad(format!("folds of this calibration's settings, not `{}`", f.setting)));
+            };
+            if ls.scenario.workload.class() != f.workload {
+                return Err(bad(format!("fold `{}` of workload `{}`", f.setting, ls.scenario.workload.class())));
+            }
+            let mut model = self.pool_base();
+            for (name, v) in &f.model {
+                *model
+                    .field_mut(name)
+                    .ok_or_else(|| bad(format!("model fields in fold `{}`, not `{name}`", f.setting)))? = *v;
+            }
+            let fold = self.fold_calibration(&f.setting, &f.workload, &model, f.predictor, Some(&f.workload_fit));
+            let x = fold.current();
+            let fit = fold.assess(&x, &x, &model, (0.0, 0.0), 0, 0);
+            folds.push(Fold { rows: fit.rows, workload_fit: f.workload_fit.clone(), ..f.clone() });
+        }
+        Ok(Loso { folds, in_sample })
+    }
+
+    /// The objective's slice along every parameter (module docs): `points` values evenly
+    /// spaced across its bounds plus the profile's own, the others at the profile's values,
+    /// each as its search's χ² (the sum of its rows' losses and penalties).
+    pub fn slices(&self, points: usize, progress: &mut dyn FnMut(&Slice)) -> Vec<Slice> {
+        let x = self.current();
+        let names = self.evaluate_names();
+        let all_params: Vec<usize> = (0..self.spec.parameters.len()).collect();
+        let mut out = Vec::new();
+        for (pi, rows) in self.components() {
+            if rows.is_empty() {
+                continue;
+            }
+            for &i in &pi {
+                let p = &self.spec.parameters[i];
+                let mut values: Vec<f64> =
+                    (0..points.max(2)).map(|k| p.lo + (p.hi - p.lo) * k as f64 / (points.max(2) - 1) as f64).collect();
+                values.push(x[i]);
+                values.sort_by(f64::total_cmp);
+                values.dedup();
+                let pts = values
+                    .iter()
+                    .map(|&v| {
+                        let mut y = x.clone();
+                        y[i] = v;
+                        let n = rows.len() as f64;
+                        (v, n * self.objective_on(&y, &self.profile.model, &rows, &all_params))
+                    })
+                    .collect();
+                let s = Slice { name: names[i].clone(), value: x[i], rows: rows.len(), points: pts };
+                progress(&s);
+                out.push(s);
+            }
+        }
+        out
+    }
+
+    /// Parameter names as the fit report prints them.
+    fn evaluate_names(&self) -> Vec<String> {
+        self.spec
+            .parameters
+            .iter()
+            .map(|p| match (&p.guard, &p.judge) {
+                (None, Some(kind)) => format!("judge {kind}.{}", p.name),
+                (None, None) => format!("{}.{}", p.workload, p.name),
+                (Some(arm), _) => format!("{arm}: {}", p.name),
+            })
+            .collect()
+    }
+}
+
+/// z of a row: the interval mean's residual over σ.
+fn z(r: &RowFit) -> f64 {
+    (r.interval.0 - r.target) / r.sigma
+}
+
+fn rms(zs: &[f64]) -> f64 {
+    if zs.is_empty() { 0.0 } else { (zs.iter().map(|z| z * z).sum::<f64>() / zs.len() as f64).sqrt() }
+}
+
+fn same_row(a: &RowFit, b: &RowFit) -> bool {
+    a.source == b.source
+        && a.backbone == b.backbone
+        && a.setting == b.setting
+        && a.guard == b.guard
+        && a.topology == b.topology
+        && a.metric == b.metric
+}
+
+/// The leave-one-setting-out report as markdown: per setting the held-out rows' RMS of
+/// (prediction − target) / σ under each predictor beside the committed profile's in-sample
+/// value on the same rows, then every held-out row.
+pub fn loso_report(cal: &Calibration, loso: &Loso) -> String {
+    let mut s = format!(
+        "## Leave-one-setting-out validation of `{}` (`{}`)\n\n`memlink calibrate {} --leave-one-out`. Each setting's rows that measure an attack are predicted from the other settings: its model parameters pooled from theirs (or, for comparison, the stand-in's defaults), its workload block fitted on its attack-free rows only (sim/calibrate/loso.rs says how). Predictions are means over the interval seeds; z = (prediction − target) / σ. In-sample: the committed profile on the same rows.\n\n",
+        cal.spec.name,
+        cal.profile.name,
+        cal.path.display()
+    );
+    s.push_str("| setting | held-out rows | in-sample RMS z | LOSO RMS z, pooled | LOSO RMS z, defaults | within max(3, σ): in-sample / pooled / defaults |\n|---|---|---|---|---|---|\n");
+    let within = |r: &RowFit| (r.interval.0 - r.target).abs() <= r.sigma.max(3.0);
+    let mut all: [Vec<f64>; 3] = Default::default();
+    let mut counts = [0usize; 3];
+    let mut n_total = 0;
+    let settings: Vec<&String> = {
+        let mut v: Vec<&String> = loso.folds.iter().map(|f| &f.setting).collect();
+        v.dedup();
+        v
+    };
+    for setting in settings {
+        let fold = |p: Predictor| loso.folds.iter().find(|f| &f.setting == setting && f.predictor == p);
+        let (Some(pooled), Some(defaults)) = (fold(Predictor::Pooled), fold(Predictor::Defaults)) else { continue };
+        let held: Vec<&RowFit> = pooled.rows.iter().filter(|r| !r.fitted).collect();
+        let pick = |f: &Fold| -> Vec<RowFit> {
+            held.iter().filter_map(|h| f.rows.iter().find(|r| same_row(r, h)).cloned()).collect()
+        };
+        let ins: Vec<RowFit> =
+            held.iter().filter_map(|h| loso.in_sample.iter().find(|r| same_row(r, h)).cloned()).collect();
+        let sets = [ins, pick(pooled), pick(defaults)];
+        let zs: Vec<Vec<f64>> = sets.iter().map(|v| v.iter().map(z).collect()).collect();
+        let w: Vec<usize> = sets.iter().map(|v| v.iter().filter(|r| within(r)).count()).collect();
+        for k in 0..3 {
+            all[k].extend(&zs[k]);
+            counts[k] += w[k];
+        }
+        n_total += held.len();
+        s.push_str(&format!(
+            "| {setting} | {} | {:.2} | {:.2} | {:.2} | {} / {} / {} |\n",
+            held.len(),
+            rms(&zs[0]),
+            rms(&zs[1]),
+            rms(&zs[2]),
+            w[0],
+            w[1],
+            w[2]
+        ));
+    }
+    s.push_str(&format!(
+        "| **all** | {n_total} | {:.2} | {:.2} | {:.2} | {} / {} / {} |\n",
+        rms(&all[0]),
+        rms(&all[1]),
+        rms(&all[2]),
+        counts[0],
+        counts[1],
+        counts[2]
+    ));
+    s.push_str("\n### Folds\n\n");
+    for f in &loso.folds {
+        s.push_str(&format!("#### {} — {}\n\n", f.setting, f.predictor.label()));
+        let model: Vec<String> = f.model.iter().map(|(n, v)| format!("{n} {v:.3}")).collect();
+        let block: Vec<String> = f.workload_fit.iter().map(|(n, a, b)| format!("{n} {a:.3} → {b:.3}")).collect();
+        s.push_str(&format!(
+            "Model values: {}. Workload block fitted on the attack-free rows: {}.\n\n",
+            if model.is_empty() { "none pooled".into() } else { model.join(", ") },
+            if block.is_empty() { "nothing to fit".into() } else { block.join(", ") }
+        ));
+        s.push_str("| source | method | topology | metric | role | target | σ | prediction ± 95% | z |\n|---|---|---|---|---|---|---|---|---|\n");
+        for r in &f.rows {
+            s.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} ± {:.1} | {:+.2} |\n",
+                r.source,
+                r.guard,
+                r.topology,
+                r.metric,
+                if r.fitted { "attack-free (fitted)" } else { "held out" },
+                r.target,
+                r.sigma,
+                r.interval.0,
+                r.interval.1,
+                z(r)
+            ));
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// The slices as markdown: per parameter its value, χ² across its bounds and the range.
+pub fn slices_report(cal: &Calibration, slices: &[Slice]) -> String {
+    let mut s = format!(
+        "# Objective slices of `{}` (`{}`)\n\n`memlink calibrate {} --slices N`: each parameter moved across its bounds with every other at the profile's value; χ² is its search's sum of squared spread-weighted residuals (and deviation penalties). A range under 1 means the targets do not determine the parameter there (sim/calibrate/loso.rs on what a slice does not show).\n\n| parameter | value | rows | χ² across the bounds (value: χ²) | range | determined |\n|---|---|---|---|---|---|\n",
+        cal.spec.name,
+        cal.profile.name,
+        cal.path.display()
+    );
+    for sl in slices {
+        let pts: Vec<String> = sl.points.iter().map(|(v, c)| format!("{v:.3}: {c:.1}")).collect();
+        s.push_str(&format!(
+            "| {} | {:.3} | {} | {} | {:.2} | {} |\n",
+            sl.name,
+            sl.value,
+            sl.rows,
+            pts.join(", "),
+            sl.range(),
+            if sl.range() < 1.0 { "no" } else { "yes" }
+        ));
+    }
+    s
+}
