@@ -39,6 +39,10 @@ use crate::error::Result;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
+/// Most evaluations of a fold's search: a few workload fields fitted to one or two attack-free
+/// rows settle long before a full search's budget.
+pub const FOLD_EVALUATIONS: u32 = 40;
+
 /// Where a fold takes the left-out workload's model values from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Predictor {
@@ -225,6 +229,7 @@ impl Calibration {
         let mut spec = self.spec.clone();
         spec.name = format!("{}.loso-{setting}-{}", self.spec.name, predictor.key());
         spec.pooled = false;
+        spec.max_evaluations = spec.max_evaluations.min(FOLD_EVALUATIONS);
         spec.parameters = params;
         self.derived(spec, profile, rows)
     }
