@@ -199,3 +199,29 @@ fn consistent_only_leaves_out_both_cells_of_each_contradicted_pair() {
     assert_eq!(2 * table2, dropped.len(), "{dropped:?}");
     let _ = dir;
 }
+
+#[test]
+fn a_stored_leave_one_out_result_is_reassessed_and_a_corrupted_one_is_a_positioned_error() {
+    let dir = scratch("stored");
+    let file = pooled_calibration(&dir, true, 6);
+    let cal = Calibration::load(&file).unwrap();
+    let out = dir.join("out");
+    let l = cal.leave_one_out(&out, false, &mut |_, _| {}).unwrap();
+    std::fs::write(dir.join("pool.loso.json"), serde_json::to_string_pretty(&l).unwrap()).unwrap();
+    // Named by the calibration file, the stored folds re-evaluate to the same rows.
+    let text = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace("pooled: true,", "pooled: true, loso: Some(\"pool.loso.json\"),");
+    std::fs::write(&file, text).unwrap();
+    let cal = Calibration::load(&file).unwrap();
+    let fit = cal.evaluate();
+    let again = cal.assess_loso(&fit).unwrap().expect("the calibration names a stored result");
+    assert_eq!(again.folds, l.folds);
+    // A corrupted spreads file or stored result names itself and where it broke.
+    std::fs::write(dir.join("pool.loso.json"), "{\"folds\": [ {\"setting\": 3 } ] }").unwrap();
+    let e = cal.assess_loso(&fit).unwrap_err().to_string();
+    assert!(e.contains("pool.loso.json:1:") && e.contains("leave-one-setting-out"), "{e}");
+    std::fs::write(out.join("pool.spreads.json"), "[ nonsense").unwrap();
+    let e = cal.leave_one_out(&out, true, &mut |_, _| {}).unwrap_err().to_string();
+    assert!(e.contains("pool.spreads.json:1:") && e.contains("stage-B spreads"), "{e}");
+}
