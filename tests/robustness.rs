@@ -95,8 +95,8 @@ fn impossible_values_are_refused_where_they_are_written() {
 fn a_profile_with_impossible_parameters_is_refused() {
     for (name, from, to, needle) in [
         ("skill", "skill:", "skill: NaN, x:", "finite number"),
-        ("temp", "temperature:", "temperature: 1e-320, x:", "`temperature`"),
-        ("logit", "knowledge_logit:", "knowledge_logit: 1e300, x:", "`knowledge_logit`"),
+        ("temp", "temperature:", "temperature: 1e-320, x:", "temperature`"),
+        ("logit", "knowledge_logit:", "knowledge_logit: 1e300, x:", "knowledge_logit`"),
     ] {
         let p = variant(&format!("profile-{name}"), "agents: 8", "agents: 8");
         let prof = p.parent().unwrap().join("models/qwen3.5-122b-a10b.ron");
