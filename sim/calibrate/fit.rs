@@ -3,6 +3,21 @@
 
 use super::*;
 
+/// One (workload, pooled field) pair of stage C's probe ([`Calibration::stage_c_probe`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Probe {
+    /// The deviation stage C would fit: the workload, the field, its bounds and prior_sd.
+    pub parameter: FitParameter,
+    /// The field's value in the workload's stage-A runs.
+    pub own: f64,
+    /// The pooled (model) value.
+    pub shared: f64,
+    /// χ² of the workload's rows at `own` and at `shared`.
+    pub chi2: [f64; 2],
+    /// Whether they differ by one unit or more: stage C then fits the deviation.
+    pub added: bool,
+}
+
 impl Calibration {
     /// Runs the fit, writing a checkpoint after every iteration into `out`; with `resume` a
     /// checkpoint of the same calibration continues where it stopped. The parameters split
@@ -23,13 +38,21 @@ impl Calibration {
         let a = self.stage_a(out, resume, progress)?;
         let spreads = self.stage_b(out, &a.x)?;
         let centre = self.pool_from(&a.x, &spreads, None, &self.pool_base());
-        // Stage C runs on the shared profile: every workload that does not fit a pooled field
-        // takes the model's value of it.
+        // Stage C runs on the shared profile: a workload whose rows depend on a pooled field it
+        // does not list gets a penalised deviation of it (the probe); every other workload that
+        // does not fit a pooled field takes the model's value of it.
+        let added = self.stage_c_probe(out, &a.x, &centre)?.into_iter().filter(|p| p.added).collect::<Vec<_>>();
         let mut spec_c = self.spec.clone();
         spec_c.max_evaluations = self.spec.pooled_evaluations.unwrap_or(self.spec.max_evaluations);
+        let mut xc0 = a.x.clone();
+        for p in &added {
+            spec_c.parameters.push(p.parameter.clone());
+            xc0.push(p.own);
+        }
         let shared = self.derived(spec_c, self.shared_profile(&centre), self.rows.clone());
         let n = self.components().len();
-        let c = shared.search(&a.x, &centre, true, &self.pooled_state_path(out), resume, n, progress)?;
+        let c = shared.search(&xc0, &centre, true, &self.pooled_state_path(out), resume, n, progress)?;
+        let x0: Vec<f64> = x0.iter().copied().chain(added.iter().map(|p| p.own)).collect();
         let mut fit = shared.assess(
             &x0,
             &c.x,
@@ -41,7 +64,80 @@ impl Calibration {
         fit.stage_a = Some((a.x.clone(), a.objective.1));
         fit.spreads = spreads;
         fit.centre = self.centre_entries(&centre);
+        fit.added = added.into_iter().map(|p| p.parameter).collect();
         Ok(fit)
+    }
+
+    /// Stage C's probe: for every workload the spec fits and every pooled field it does not
+    /// list, χ² of the workload's rows at stage A's values `xa` with the field at the value the
+    /// workload ran with (`own`) and at the pooled value (`shared`). Where they differ by one
+    /// unit of χ² or more the workload's rows depend on the field, and stage C fits a
+    /// deviation of it penalised by the field's prior_sd (from `own`, within the union of the
+    /// field's bounds); elsewhere the workload takes the model's value. Cached in
+    /// `<out>/<name>.probe.json` (its inputs are stages A and B's deterministic results).
+    pub(super) fn stage_c_probe(&self, out: &Path, xa: &[f64], centre: &ModelParams) -> Result<Vec<Probe>> {
+        let path = out.join(format!("{}.probe.json", self.spec.name));
+        if path.exists() {
+            let text = read_file(&path)?;
+            let probes: Vec<Probe> = serde_json::from_str(&text).map_err(|e| Error::Parse {
+                path: path.clone(),
+                pos: Pos { line: e.line(), col: e.column() },
+                message: format!("expected the stage-C probe of this calibration: {e}"),
+            })?;
+            return Ok(probes);
+        }
+        let params = &self.spec.parameters;
+        let mut classes: Vec<&str> =
+            params.iter().filter(|p| p.guard.is_none() && p.judge.is_none()).map(|p| p.workload.as_str()).collect();
+        classes.sort_unstable();
+        classes.dedup();
+        let mut probes = Vec::new();
+        for (name, m) in self.centre_entries(centre) {
+            let listings: Vec<&FitParameter> =
+                params.iter().filter(|p| p.name == name && p.prior_sd.is_some()).collect();
+            let lo = listings.iter().map(|p| p.lo).fold(f64::INFINITY, f64::min);
+            let hi = listings.iter().map(|p| p.hi).fold(f64::NEG_INFINITY, f64::max);
+            for &class in &classes {
+                if params.iter().any(|p| is_model_param(p) && p.workload == class && p.name == name) {
+                    continue;
+                }
+                let own = get_param(&self.profile, class, &name).expect("a model field");
+                let parameter = FitParameter {
+                    workload: class.to_string(),
+                    judge: None,
+                    guard: None,
+                    name: name.clone(),
+                    lo: lo.min(own).min(m),
+                    hi: hi.max(own).max(m),
+                    start: Some(own),
+                    prior_sd: listings[0].prior_sd,
+                };
+                let mut spec = self.spec.clone();
+                spec.parameters.push(parameter.clone());
+                let probe = self.derived(spec, self.profile.clone(), self.rows.clone());
+                let comps = probe.components();
+                let last = params.len();
+                let Some((_, rows)) = comps.iter().find(|(pi, _)| pi.contains(&last)) else { continue };
+                if rows.is_empty() {
+                    continue;
+                }
+                let chi2 = |v: f64| {
+                    let mut y = xa.to_vec();
+                    y.push(v);
+                    rows.len() as f64 * probe.objective_on(&y, &self.profile.model, rows, &[])
+                };
+                let (own_chi2, shared_chi2) = (chi2(own), chi2(m));
+                probes.push(Probe {
+                    added: (shared_chi2 - own_chi2).abs() >= 1.0,
+                    parameter,
+                    own,
+                    shared: m,
+                    chi2: [own_chi2, shared_chi2],
+                });
+            }
+        }
+        write_atomic(&path, &serde_json::to_string_pretty(&probes).expect("serializable"))?;
+        Ok(probes)
     }
 
     /// Stage A of a pooled fit: every search free (no penalty) from the start point, with its

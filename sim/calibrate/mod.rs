@@ -16,6 +16,7 @@ mod report;
 mod spec;
 mod targets;
 
+pub use fit::Probe;
 pub use nelder_mead::{Bounds, Simplex};
 pub use report::{DIRECTION_MIN_CHANGE, Direction, report, round_directions};
 pub use spec::{CalibrationSpec, FitParameter, Loss, RowFilter};
@@ -99,6 +100,10 @@ pub struct Fit {
     /// A pooled fit's stage B: per parameter, the standard error its workload's rows give its
     /// stage-A value ([`pool::Spread`]; None for parameters that are not pooled).
     pub spreads: Vec<Option<pool::Spread>>,
+    /// A pooled fit's stage-C deviations of model fields the spec does not list for a workload
+    /// whose rows depend on them ([`fit::Probe`]); their values follow the spec's parameters
+    /// in `parameters`.
+    pub added: Vec<FitParameter>,
 }
 
 /// One pass of searches.
@@ -673,6 +678,7 @@ impl Calibration {
             centre: Vec::new(),
             stage_a: None,
             spreads: Vec::new(),
+            added: Vec::new(),
         }
     }
 
@@ -684,7 +690,9 @@ impl Calibration {
             *centre.field_mut(name).expect("a model field") = *v;
         }
         let mut p = if self.spec.pooled {
-            self.derived(self.spec.clone(), self.shared_profile(&centre), self.rows.clone()).profile_with(&x, &centre)
+            let mut spec = self.spec.clone();
+            spec.parameters.extend(fit.added.iter().cloned());
+            self.derived(spec, self.shared_profile(&centre), self.rows.clone()).profile_with(&x, &centre)
         } else {
             self.profile_with(&x, &centre)
         };

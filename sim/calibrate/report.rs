@@ -68,6 +68,12 @@ pub fn report(cal: &Calibration, fit: &Fit) -> String {
             fit.parameters.iter().zip(xa).map(|(p, v)| format!("{} {v:.4}", p.0)).collect::<Vec<_>>().join(", ")
         ));
     }
+    if !fit.added.is_empty() {
+        s.push_str(&format!(
+            "\nStage C also fitted, penalised, the deviations of pooled fields these workloads do not list but whose rows depend on them (χ² moves by 1 or more between the workload's own value and the pooled one): {}.\n",
+            fit.added.iter().map(|p| format!("{}.{}", p.workload, p.name)).collect::<Vec<_>>().join(", ")
+        ));
+    }
     s.push_str("\nIndependent searches (no fitted row depends on parameters of two of them):\n\n");
     for (k, c) in fit.components.iter().enumerate() {
         s.push_str(&format!("{}. {}\n", k + 1, c.join(", ")));
