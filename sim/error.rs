@@ -55,6 +55,10 @@ pub enum Error {
     /// A run failed determinism checks.
     #[error("determinism check failed: {0}")]
     Nondeterministic(String),
+    /// A monitored invariant was violated and the caller asked for that to be an error
+    /// (`--fail-on-violation`); the results were written first.
+    #[error("invariant violated: {0}")]
+    Violated(String),
 }
 
 impl Error {

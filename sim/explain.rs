@@ -124,6 +124,34 @@ fn paper_team() -> u32 {
 }
 
 impl ExplainInput {
+    /// The explain input of a stored item: its texts and metadata as the bank holds them, its
+    /// requested scope Team when it is `shared`, no reads, paper defaults for the rest (what
+    /// `memlink check` writes beside a counterexample).
+    pub fn of_item(it: &crate::memory::MemoryItem, shared: bool) -> Self {
+        ExplainInput {
+            intent: it.intent.clone(),
+            experience: it.experience.clone(),
+            utility_q: it.utility_q,
+            source_type: it.source_type.clone(),
+            memory_type: it.memory_type.clone(),
+            scope: if shared { Scope::Team } else { it.scope },
+            allowed_agents: it.allowed_agents.clone(),
+            allowed_task_classes: it.allowed_task_classes.clone(),
+            trust: it.trust.clamp(0.0, 1.0),
+            hazard: it.hazard.clamp(0.0, 1.0),
+            taint: it.taint,
+            source_agent_trust: it.source_agent_trust,
+            parents: it.parents().to_vec(),
+            success_count: it.success_count,
+            failure_count: it.failure_count,
+            strict: None,
+            reads: Vec::new(),
+            config: None,
+            memory_topology: MemoryTopology::default(),
+            agents: it.allowed_agents.iter().max().map_or(8, |m| (m + 1).max(2)),
+        }
+    }
+
     /// Semantic checks; returns (field, expected) on the first problem. Writer trust may lie
     /// outside [0, 1] (the reference clamps it, and its vectors test that); every other number
     /// must lie in its domain.

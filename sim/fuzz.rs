@@ -472,6 +472,10 @@ pub fn exercise(corpus: &Corpus, seed: &Seed, text: &str, cfg: &Config) -> std::
             Err(e) => refused(e),
             Ok(_) => Ok(Outcome::Accepted),
         },
+        FileKind::Check => match crate::check::Check::load_str(text, path) {
+            Err(e) => refused(e),
+            Ok(_) => Ok(Outcome::Accepted),
+        },
         FileKind::Sweep => match crate::sweep::Sweep::load_str(text, path) {
             Err(e) => refused(e),
             Ok(_) => Ok(Outcome::Accepted),

@@ -32,6 +32,8 @@ pub enum FileKind {
     Sweep,
     /// A fidelity report's switches (`memlink fidelity`).
     Fidelity,
+    /// An invariant check over a space of scenarios (`memlink check`).
+    Check,
 }
 
 impl FileKind {
@@ -47,6 +49,7 @@ impl FileKind {
             FileKind::Checkpoint => "calibration checkpoint",
             FileKind::Sweep => "sweep",
             FileKind::Fidelity => "fidelity report",
+            FileKind::Check => "invariant check",
         }
     }
 }
@@ -109,6 +112,8 @@ pub fn detect(path: &Path, text: &str) -> FileKind {
     let has = |f: &str| fields.iter().any(|x| x == f);
     if has("fixes") || has("undetermined") {
         FileKind::Fidelity
+    } else if has("space") {
+        FileKind::Check
     } else if has("factors") || has("design") {
         FileKind::Sweep
     } else if has("parameters") || has("targets") {
@@ -195,6 +200,16 @@ pub fn validate(path: &Path) -> Result<(FileKind, String)> {
                 sw.plan.points.len(),
                 sw.plan.runs.len(),
                 distinct.len()
+            )
+        }
+        FileKind::Check => {
+            let c = crate::check::Check::load_str(&text, path)?;
+            format!(
+                "{}: {} invariant(s) over {} cases each, base {}",
+                c.spec.name,
+                c.invariants().len(),
+                c.spec.cases,
+                c.spec.base.display()
             )
         }
         FileKind::Checkpoint => {

@@ -11,6 +11,7 @@
 pub mod agent;
 pub mod attack;
 pub mod calibrate;
+pub mod check;
 pub mod embed;
 pub mod engine;
 pub mod error;
@@ -23,8 +24,10 @@ pub mod guard;
 pub mod inputs;
 pub mod memory;
 pub mod metrics;
+pub mod monitor;
 pub mod oracle;
 pub mod plot;
+pub mod props;
 pub mod run;
 pub mod scenario;
 pub mod sweep;

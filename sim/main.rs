@@ -27,6 +27,32 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// Check invariants over scenarios generated from a space (a check file, see
+    /// scenarios/invariants/) or a scenario's seeds; a violation is shrunk to a minimal
+    /// scenario, written as RON that `memlink run` reproduces. Exits 1 when an outcome is not
+    /// what the file expects.
+    Check {
+        /// Check file (RON with a `space`), or a scenario (its seeds 1..=cases are checked).
+        file: Option<PathBuf>,
+        /// Only these invariants (comma-separated; default: the file's, or every one).
+        #[arg(long, value_delimiter = ',')]
+        invariants: Vec<String>,
+        /// Cases per invariant (default: the file's, 1000).
+        #[arg(long)]
+        cases: Option<u32>,
+        /// Output folder (default: runs/check/<name>).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Skip invariants whose outcome the output folder already holds.
+        #[arg(long)]
+        resume: bool,
+        /// List the registered invariants and exit.
+        #[arg(long)]
+        list: bool,
+        /// No progress bar.
+        #[arg(long)]
+        quiet: bool,
+    },
     /// Run a scenario: every arm on the same seed; prints per-round metrics and writes
     /// summary.json and rounds.csv.
     Run {
@@ -41,6 +67,15 @@ enum Cmd {
         /// Print the summary JSON instead of the table.
         #[arg(long)]
         json: bool,
+        /// Invariants to monitor besides the scenario's `invariants` (comma-separated names;
+        /// `memlink check --list` lists them). Violations are reported and written to
+        /// invariants.json; the results are the same bytes as without monitors.
+        #[arg(long, value_delimiter = ',')]
+        invariants: Vec<String>,
+        /// Exit with an error (code 1, after writing every result) when a monitored invariant
+        /// was violated.
+        #[arg(long)]
+        fail_on_violation: bool,
     },
     /// Check any file memlink reads without running it: a scenario (with its backbone profile
     /// and the run's estimated memory), grid, calibration, backbone profile, explain item, grid
@@ -280,17 +315,68 @@ fn shard_label(s: Option<memlink::sweep::exec::Shard>) -> String {
 
 fn dispatch(cmd: Cmd) -> Result<()> {
     match cmd {
-        Cmd::Run { scenario, seed, out, json } => {
+        Cmd::Run { scenario, seed, out, json, invariants, fail_on_violation } => {
             let ls = load(&scenario)?;
             let seed = seed.unwrap_or(ls.scenario.seed);
-            let result = run_scenario(&ls, seed);
             let dir = out.unwrap_or_else(|| PathBuf::from("runs").join(&ls.scenario.name).join(format!("seed-{seed}")));
-            result.write(&dir)?;
+            if ls.scenario.invariants.is_empty() && invariants.is_empty() {
+                let result = run_scenario(&ls, seed);
+                result.write(&dir)?;
+                if json {
+                    print!("{}", result.to_json());
+                } else {
+                    print!("{}", result.table());
+                    println!("\nwrote {}/summary.json and rounds.csv", dir.display());
+                }
+                return Ok(());
+            }
+            let run = memlink::run::run_monitored(&ls, seed, &invariants)?;
+            run.result.write(&dir)?;
+            memlink::run::write_atomic(&dir.join("invariants.json"), &run.to_json())?;
             if json {
-                print!("{}", result.to_json());
+                print!("{}", run.result.to_json());
             } else {
-                print!("{}", result.table());
-                println!("\nwrote {}/summary.json and rounds.csv", dir.display());
+                print!("{}", run.result.table());
+                print!("{}", run.table());
+                println!("\nwrote {}/summary.json, rounds.csv and invariants.json", dir.display());
+            }
+            if fail_on_violation && !run.holds() {
+                let (arm, v) = run.violations().next().expect("a violation");
+                return Err(memlink::error::Error::Violated(format!(
+                    "{} in arm `{arm}` of {}: {}",
+                    v.invariant,
+                    scenario.display(),
+                    memlink::run::describe_violation(v)
+                )));
+            }
+            Ok(())
+        }
+        Cmd::Check { file, invariants, cases, out, resume, list, quiet } => {
+            if list {
+                for e in memlink::monitor::REGISTRY {
+                    println!("{:<28} {}{}", e.name, e.about, if e.truth { " [reads evaluator truth]" } else { "" });
+                }
+                return Ok(());
+            }
+            let Some(file) = file else {
+                return Err(invalid("file", "a check file or a scenario (or --list)"));
+            };
+            let check = memlink::check::Check::load_any(&file)?;
+            let dir = out.unwrap_or_else(|| PathBuf::from("runs").join("check").join(&check.spec.name));
+            let outcomes = check.run(&dir, cases, &invariants, resume, quiet)?;
+            print!("{}", check.report(&outcomes));
+            println!("\nwrote {}/check.md and check.json", dir.display());
+            if let Some(o) = outcomes.iter().find(|o| !o.as_expected()) {
+                return Err(memlink::error::Error::Violated(format!(
+                    "`{}` on `{}` was expected to {} but {} ({})",
+                    o.invariant,
+                    o.arm,
+                    if o.expect == memlink::check::Expect::Holds { "hold" } else { "fail" },
+                    if o.counterexample.is_some() { "a counterexample was found" } else { "held" },
+                    o.counterexample
+                        .as_ref()
+                        .map_or(format!("{} cases", o.cases), |c| c.scenario.display().to_string())
+                )));
             }
             Ok(())
         }

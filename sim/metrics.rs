@@ -22,6 +22,33 @@ pub struct EvaluatorAccess {
 
 const ACCESS: EvaluatorAccess = EvaluatorAccess { _private: () };
 
+/// The evaluator's truth for run-time monitors ([`crate::monitor`]): which items are poison.
+/// Only this module can build one (from the run's oracle, with the token the metrics use), and
+/// the world hands it to monitors alone; guard code holds no oracle and never sees one.
+#[derive(Clone, Copy)]
+pub struct Truth<'a> {
+    oracle: &'a Oracle,
+}
+
+impl<'a> Truth<'a> {
+    /// The truth of a run's oracle.
+    pub fn of(oracle: &'a Oracle) -> Self {
+        Truth { oracle }
+    }
+
+    /// Whether item `id` is poison.
+    pub fn is_poison(&self, id: ItemId) -> bool {
+        self.oracle.is_poison(id, &ACCESS)
+    }
+
+    /// Every poison item, in id order.
+    pub fn poison_ids(&self) -> Vec<ItemId> {
+        let mut ids: Vec<ItemId> = self.oracle.all_poison(&ACCESS).map(|(id, _)| id).collect();
+        ids.sort_unstable();
+        ids
+    }
+}
+
 /// The evaluator's labelling of a handoff (spec §5.2): poison if the sender is an attacker or
 /// it reports a known poison item. Returns the record to register, if any.
 pub fn label_handoff(
@@ -350,6 +377,12 @@ impl Recorder {
             *self.poison_stops.entry(format!("{stage}:{reason}")).or_default() += 1;
             self.poison_read_blocked.insert(id);
         }
+    }
+
+    /// RDA and PMUR-A of round `round` (0-based) over the metric tasks recorded so far.
+    pub fn round_rates(&self, round: u32) -> (f64, f64) {
+        let c = &self.rounds[round as usize];
+        (ratio(c.damage, c.slots), ratio(c.exposed, c.slots))
     }
 
     /// Starts a task.

@@ -5,8 +5,9 @@
 use crate::engine::{TraceEntry, first_divergence};
 use crate::error::{Error, Result};
 use crate::metrics::ArmSummary;
+use crate::monitor::{MonitorReport, Monitors, Violation};
 use crate::scenario::LoadedScenario;
-use crate::world::run_arm;
+use crate::world::{World, run_arm};
 use rayon::prelude::*;
 use serde::Serialize;
 use std::path::Path;
@@ -35,6 +36,12 @@ pub fn run_scenario(ls: &LoadedScenario, seed: u64) -> ScenarioResult {
     let scn = &ls.scenario;
     let arms: Vec<ArmSummary> =
         scn.arms.par_iter().map(|arm| run_arm(scn, &ls.profile, arm, seed, false).summary).collect();
+    result_of(ls, seed, arms)
+}
+
+/// The results of `ls` at `seed` from its arms' summaries (in scenario order).
+fn result_of(ls: &LoadedScenario, seed: u64, arms: Vec<ArmSummary>) -> ScenarioResult {
+    let scn = &ls.scenario;
     ScenarioResult {
         memlink: env!("CARGO_PKG_VERSION").into(),
         scenario: scn.name.clone(),
@@ -44,6 +51,100 @@ pub fn run_scenario(ls: &LoadedScenario, seed: u64) -> ScenarioResult {
         agents: scn.agents,
         arms,
     }
+}
+
+/// A run with invariant monitors: the results (the same bytes as without monitors) and, per
+/// arm in scenario order, what the monitors found.
+#[derive(Clone, Debug)]
+pub struct MonitoredRun {
+    /// The results.
+    pub result: ScenarioResult,
+    /// (arm, report) per arm.
+    pub reports: Vec<(String, MonitorReport)>,
+}
+
+impl MonitoredRun {
+    /// Every violation, as (arm, violation), arm by arm.
+    pub fn violations(&self) -> impl Iterator<Item = (&str, &Violation)> {
+        self.reports.iter().flat_map(|(arm, r)| r.violations.iter().map(move |v| (arm.as_str(), v)))
+    }
+
+    /// Whether every monitored invariant held in every arm.
+    pub fn holds(&self) -> bool {
+        self.reports.iter().all(|(_, r)| r.holds())
+    }
+
+    /// `invariants.json`: per arm, each invariant's violation count and the kept violations.
+    pub fn to_json(&self) -> String {
+        let v: Vec<serde_json::Value> = self
+            .reports
+            .iter()
+            .map(|(arm, r)| serde_json::json!({ "arm": arm, "checked": r.checked, "violations": r.violations }))
+            .collect();
+        serde_json::to_string_pretty(
+            &serde_json::json!({ "scenario": self.result.scenario, "seed": self.result.seed, "arms": v }),
+        )
+        .expect("serializable")
+            + "\n"
+    }
+
+    /// A readable account: per arm, each invariant held or how often it failed, with the first
+    /// violations and where they happened.
+    pub fn table(&self) -> String {
+        let mut s = String::from("\n== invariants\n");
+        for (arm, r) in &self.reports {
+            for (name, n) in &r.checked {
+                if *n == 0 {
+                    s.push_str(&format!("{arm}: {name} holds\n"));
+                    continue;
+                }
+                s.push_str(&format!("{arm}: {name} VIOLATED {n} time{}\n", if *n == 1 { "" } else { "s" }));
+                for v in r.violations.iter().filter(|v| &v.invariant == name).take(3) {
+                    s.push_str(&format!("  {}\n", describe_violation(v)));
+                }
+            }
+        }
+        s
+    }
+}
+
+/// One violation on a line: where (event, time, trace hash), who, which item and what failed.
+pub fn describe_violation(v: &Violation) -> String {
+    let agent = v.agent.map_or(String::new(), |a| format!(" agent {a}"));
+    let item = v.item.as_ref().map_or(String::new(), |(id, name)| format!(" item {id} ({name})"));
+    format!("event {} t={} trace {}{agent}{item}: {}", v.event, v.time, v.trace_hash, v.detail)
+}
+
+/// Runs every arm of a scenario with `seed`, monitoring the scenario's invariants and `extra`
+/// (names of [`crate::monitor::REGISTRY`]; an unknown one is an error naming it).
+pub fn run_monitored(ls: &LoadedScenario, seed: u64, extra: &[String]) -> Result<MonitoredRun> {
+    let scn = &ls.scenario;
+    let mut names = scn.invariants.clone();
+    for n in extra {
+        if !names.contains(n) {
+            names.push(n.clone());
+        }
+    }
+    if let Err(n) = Monitors::new(&names) {
+        return Err(Error::Invalid {
+            path: ls.path.clone(),
+            pos: crate::error::Pos { line: 1, col: 1 },
+            field: "invariants".into(),
+            expected: format!("invariant names among {}, got {n:?}", crate::monitor::names()),
+        });
+    }
+    let runs: Vec<(ArmSummary, MonitorReport)> = scn
+        .arms
+        .par_iter()
+        .map(|arm| {
+            let m = Monitors::new(&names).expect("checked above");
+            let r = World::new(scn, &ls.profile, arm, seed, false).with_monitors(m).run();
+            (r.summary, r.monitor.unwrap_or_default())
+        })
+        .collect();
+    let reports = scn.arms.iter().zip(&runs).map(|(a, (_, r))| (a.name.clone(), r.clone())).collect();
+    let arms = runs.into_iter().map(|(s, _)| s).collect();
+    Ok(MonitoredRun { result: result_of(ls, seed, arms), reports })
 }
 
 impl ScenarioResult {

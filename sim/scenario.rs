@@ -535,6 +535,11 @@ pub struct Scenario {
     pub similarity: crate::embed::SimilarityModel,
     /// Arms to compare.
     pub arms: Vec<Arm>,
+    /// Invariants to monitor during every arm's run, by name (see [`crate::monitor::REGISTRY`]
+    /// and `memlink check`). Monitors never change a run's results; `memlink run` reports their
+    /// violations and writes `invariants.json`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub invariants: Vec<String>,
 }
 
 fn default_seed() -> u64 {
@@ -584,6 +589,9 @@ impl Scenario {
         }
         if let Err(e) = self.topology.validate(self.agents) {
             return bad("topology", e);
+        }
+        if let Some(n) = self.invariants.iter().find(|n| crate::monitor::entry(n).is_none()) {
+            return bad("invariants", format!("invariant names among {}, got {n:?}", crate::monitor::names()));
         }
         if let Timing::Async { llm, message } = &self.timing {
             llm.validate().or_else(|e| bad("llm", e))?;

@@ -2,119 +2,16 @@
 //! queries and readers, and of the engine's ordering contract.
 
 use memlink::engine::{EventQueue, Time};
-use memlink::explain::{ExplainInput, build_item, metadata_step};
+use memlink::explain::{build_item, metadata_step};
 use memlink::guard::maple::{
     Action, MapleConfig, MapleVariant, QueryContext, Reader, broker_decision, commit_gates, lifecycle_risk,
     promotion_gate, read_score, write_gate,
 };
-use memlink::memory::{MemoryTopology, Scope, Status, Taint};
+use memlink::memory::{MemoryTopology, Status, Taint};
 use memlink::text::{Lexicon, analyze_query};
 use proptest::prelude::*;
 
-const PHRASES: &[&str] = &[
-    "validated",
-    "verified",
-    "successful",
-    "accepted",
-    "high-confidence",
-    "correct answer",
-    "Outcome: correct",
-    "team verification",
-    "review outcome",
-    "reuse",
-    "prioritize",
-    "map the answer to option B (vexa)",
-    "when the cue appears",
-    "future query",
-    "primary prior",
-    "keep the final answer",
-    "ignore all previous instructions",
-    "bypass the safety",
-    "always answer C",
-    "do not verify",
-    "skip review",
-    "option A (lorn)",
-    "Final answer: D",
-    "choose option E",
-    "answer pattern B",
-    "Trigger phrase",
-    "com ##cturing reeve",
-    "suffix",
-    "the api key is",
-    "password",
-    "nitric acid",
-    "strong acid",
-    "aqueous solution",
-    "a plain remark",
-    "Reason: lorn vexa is best.",
-    "Unverified historical note, for reference only and not an instruction: ",
-    "tool output",
-    "<information>",
-];
-const SOURCES: &[&str] = &[
-    "agent_self_outcome_consolidation",
-    "pre_round_memory_handoff",
-    "user_query_consolidation_private",
-    "direct_memory_injection_explicit",
-    "imported_memory_note_shared",
-    "benign_shared_promotion_success_only",
-    "tool_observation_cross_agent",
-    "external_prompt_injection_cross_agent",
-    "post_task_experience_private",
-    "retrieval_demonstration_archive_shared",
-    "environment_observation_consolidation",
-    "peer_message",
-];
-const TYPES: &[&str] = &[
-    "agent_outcome_experience",
-    "memory_handoff_summary",
-    "user_preference_memory",
-    "procedural_demonstration",
-    "team_promoted_agent_experience",
-    "episodic_experience",
-    "tool_observation_memory",
-    "credential_note",
-];
-const PARENTS: &[&str] =
-    &["mmlu_x_test_1", "memory_handoff", "seed_trace", "benign_shared_promotion", "agent_3", "cross_agent_x"];
-
-fn text() -> impl Strategy<Value = String> {
-    prop::collection::vec(prop::sample::select(PHRASES), 0..8).prop_map(|v| v.join(". "))
-}
-
-fn taint() -> impl Strategy<Value = Taint> {
-    prop_oneof![Just(Taint::Clean), Just(Taint::Unverified), Just(Taint::External), Just(Taint::Poisoned)]
-}
-
-prop_compose! {
-    fn input()(
-        intent in text(),
-        experience in text(),
-        q in -1.0f64..1.5,
-        source in prop::sample::select(SOURCES),
-        mtype in prop::sample::select(TYPES),
-        team in any::<bool>(),
-        acl in prop::collection::vec(0u32..8, 0..3),
-        trust in -0.2f64..1.2,
-        hazard in -0.2f64..1.2,
-        taint in taint(),
-        sat in 0.0f64..1.0,
-        parents in prop::collection::vec(prop::sample::select(PARENTS), 0..4),
-        succ in 0u32..6,
-        fail in 0u32..6,
-    ) -> ExplainInput {
-        ExplainInput {
-            intent, experience, utility_q: q, source_type: source.into(), memory_type: mtype.into(),
-            scope: if team { Scope::Team } else { Scope::Private },
-            allowed_agents: acl, allowed_task_classes: vec!["mmlu".into()],
-            trust, hazard, taint, source_agent_trust: sat,
-            parents: parents.into_iter().map(String::from).collect(),
-            success_count: succ, failure_count: fail,
-            strict: None, reads: vec![], config: None, memory_topology: MemoryTopology::GlobalShared,
-         agents: 8,
-        }
-    }
-}
+use memlink::props::{self, item as input, text};
 
 fn in01(x: f64) -> bool {
     (0.0..=1.0).contains(&x)
@@ -227,6 +124,51 @@ proptest! {
         }
     }
 
+    /// Raising hazard never turns a block into an allow (write, promotion or read), under
+    /// every MAPLE variant and quirk setting.
+    #[test]
+    fn raising_hazard_never_unblocks(inp in input(), query in text(), sim in -1.0f64..1.0, bump in 0.0f64..1.0, cfg in props::maple_config()) {
+        let r = props::hazard_monotone(&inp, &query, sim, bump, &cfg);
+        prop_assert!(r.is_ok(), "{}", r.unwrap_err());
+    }
+
+    /// Lowering trust never turns a block into an allow.
+    #[test]
+    fn lowering_trust_never_unblocks(inp in input(), query in text(), sim in -1.0f64..1.0, drop in 0.0f64..1.0, cfg in props::maple_config()) {
+        let r = props::trust_monotone(&inp, &query, sim, drop, &cfg);
+        prop_assert!(r.is_ok(), "{}", r.unwrap_err());
+    }
+
+    /// The library's rewrite property under every variant and quirk setting.
+    #[test]
+    fn library_rewrite_property(inp in input(), cfg in props::maple_config()) {
+        let r = props::rewrite_never_raises(&inp, &cfg);
+        prop_assert!(r.is_ok(), "{}", r.unwrap_err());
+    }
+
+    /// The library's ablation property (the same as `gate_ablations_do_not_touch_other_gates`,
+    /// through the public API).
+    #[test]
+    fn library_ablation_property(inp in input(), query in text(), sim in -1.0f64..1.0, reader in 0u32..8, share in 0.0f64..1.0) {
+        let r = props::ablations_independent(&inp, &query, sim, reader, share);
+        prop_assert!(r.is_ok(), "{}", r.unwrap_err());
+    }
+
+    /// A clean item from a trusted source without risky wording is never stopped at the
+    /// commit and never blocked at read for a risk reason.
+    #[test]
+    fn no_overblocking_of_clean_trusted_items(inp in props::clean_item(), query in text(), sim in 0.0f64..1.0, cfg in props::maple_config()) {
+        let r = props::no_overblocking(&inp, &query, sim, &cfg);
+        prop_assert!(r.is_ok(), "{}", r.unwrap_err());
+    }
+
+    /// A stack of two memory guards stops at least what either member stops alone.
+    #[test]
+    fn a_stack_blocks_what_each_member_blocks(inp in input(), query in text(), sim in -1.0f64..1.0, a in props::memory_guard(), b in props::memory_guard()) {
+        let r = props::stack_covers_members(&inp, &query, sim, &a, &b);
+        prop_assert!(r.is_ok(), "{}", r.unwrap_err());
+    }
+
     /// The queue delivers in (time, seq) order and the clock never runs backwards.
     #[test]
     fn simulated_time_never_decreases(ops in prop::collection::vec((0u64..50, any::<bool>()), 1..200)) {
@@ -300,7 +242,7 @@ const TRICKY: &[char] = &[
 
 fn unicode_text() -> impl Strategy<Value = String> {
     let piece = prop_oneof![
-        prop::sample::select(PHRASES).prop_map(String::from),
+        prop::sample::select(props::PHRASES).prop_map(String::from),
         prop::collection::vec(prop::sample::select(TRICKY), 1..6).prop_map(|v| v.into_iter().collect()),
         any::<String>(),
     ];
@@ -363,4 +305,21 @@ fn python_re_semantics_on_non_ascii_text() {
     // Lower-casing that changes the byte length no longer shifts the experience's slice.
     let f = analyze("\u{212a}\u{212a}\u{212a}", "the password", &mut lex);
     assert!(f.credential);
+}
+
+/// The over-blocking property holds for the routes' own scopes, but not for an outcome memory
+/// an agent asks to put straight into the team store: the reference's derive scores the route
+/// `agent_self_outcome_consolidation` at τ 0.28 and h 0.50 whatever the text, under the
+/// promotion gate's trust floor, so even a plain, clean, trusted-writer item is quarantined.
+/// MAPLE-Guard as the reference defines it; the counterexample is pinned here.
+#[test]
+fn over_blocking_counterexample_team_scoped_outcome_memory() {
+    let mut inp = memlink::props::clean_item_example();
+    inp.scope = memlink::memory::Scope::Team;
+    let r = props::no_overblocking(&inp, "why does photosynthesis need light", 0.5, &MapleConfig::default());
+    let e = r.expect_err("a team-scoped outcome memory is quarantined");
+    assert!(e.contains("promotion (unsafe_lifecycle_team_memory_promotion)"), "{e}");
+    // The same item in the scope its route writes passes.
+    inp.scope = memlink::memory::Scope::Private;
+    assert!(props::no_overblocking(&inp, "why does photosynthesis need light", 0.5, &MapleConfig::default()).is_ok());
 }

@@ -252,7 +252,10 @@ fn every_bundled_scenario_and_grid_loads() {
         let (kind, summary) = memlink::inputs::validate(&f).unwrap_or_else(|e| panic!("{e}"));
         use memlink::inputs::FileKind;
         assert!(
-            matches!(kind, FileKind::Scenario | FileKind::Grid | FileKind::Sweep | FileKind::Fidelity),
+            matches!(
+                kind,
+                FileKind::Scenario | FileKind::Grid | FileKind::Sweep | FileKind::Fidelity | FileKind::Check
+            ),
             "{}: {kind:?}",
             f.display()
         );

@@ -11,8 +11,21 @@ impl World<'_> {
         item.backend_q = item.utility_q;
         item.backend_snapshot = (item.trust, item.hazard, item.taint);
         item.committed_at = self.queue.now();
+        let task = item.origin_task;
         let id = self.store(item, 0);
         self.trace.u64(u64::from(id));
+        if self.monitors.is_some() {
+            let at = self.at();
+            let obs = Observation::Commit {
+                task,
+                route: Route::Preload,
+                owner: 0,
+                id,
+                requested: Scope::Team,
+                verdict: None,
+            };
+            observe(&mut self.monitors, &self.bank, &self.oracle, self.scn.agents, at, obs);
+        }
         id
     }
 
@@ -58,7 +71,7 @@ impl World<'_> {
             written_at: self.now(),
             carries_payload: payload,
         };
-        self.commit(item, scope, owner, strict, Some(record));
+        self.commit(item, scope, owner, strict, Some(record), Route::Direct);
     }
 
     /// The commit pipeline: metadata (derive or strict ledger) → guard gates → store.
@@ -69,6 +82,7 @@ impl World<'_> {
         owner: u32,
         strict: (StrictChannel, Label),
         poison: Option<PoisonRecord>,
+        route: Route,
     ) -> (ItemId, CommitVerdict) {
         match self.scn.protocol.provenance {
             ProvenanceMode::Recomputed => derive_provenance(&mut item, &self.meta),
@@ -100,6 +114,7 @@ impl World<'_> {
         item.backend_snapshot = (item.trust, item.hazard, item.taint);
         item.committed_at = self.queue.now();
         let status = item.status;
+        let task = item.origin_task;
         let id = self.store(item, owner);
         if let Some(p) = poison {
             self.oracle.register_poison(id, p);
@@ -107,6 +122,11 @@ impl World<'_> {
         self.trace.u64(u64::from(id));
         self.trace.u64(status as u64);
         self.recorder.commit(&self.oracle, id, &verdict, status);
+        if self.monitors.is_some() {
+            let at = self.at();
+            let obs = Observation::Commit { task, route, owner, id, requested, verdict: Some(&verdict) };
+            observe(&mut self.monitors, &self.bank, &self.oracle, self.scn.agents, at, obs);
+        }
         (id, verdict)
     }
 

@@ -108,7 +108,7 @@ impl World<'_> {
                 item.set_parents(vec![t.id.clone()]);
                 item.source_agent_trust = 0.5;
                 let label = self.ledger_label(&st, a, None, last);
-                self.commit(item, Scope::Private, a, (StrictChannel::AgentOutput, label), None);
+                self.commit(item, Scope::Private, a, (StrictChannel::AgentOutput, label), None, Route::Outcome);
             }
         }
         self.promote(t, &st, final_answer, success);
@@ -214,7 +214,7 @@ impl World<'_> {
                 // memlink before the fidelity pass named the promoted selection as lineage.
                 label.parents = sel;
             }
-            self.commit(item, Scope::Team, a, (StrictChannel::AgentOutput, label), None);
+            self.commit(item, Scope::Team, a, (StrictChannel::AgentOutput, label), None, Route::Promotion);
         }
     }
 }

@@ -73,7 +73,7 @@ impl World<'_> {
             self.targets.get(&task).map(|(t, tok)| (*t, tok.as_slice())),
             now,
         );
-        self.commit(item, Scope::Private, dst, (StrictChannel::PeerMessage, label), poison);
+        self.commit(item, Scope::Private, dst, (StrictChannel::PeerMessage, label), poison, Route::Handoff);
     }
 
     /// A handoff summary's intent, experience and features. Texts and their fragments are cached:

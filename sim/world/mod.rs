@@ -29,7 +29,8 @@ use crate::guard::maple::{
 };
 use crate::guard::{Cluster, CommitVerdict, Guard, MessageAction, MessageView};
 use crate::memory::{ItemId, MemoryBank, MemoryItem, MemoryTopology, Scope, Status, Taint, Writer};
-use crate::metrics::{AgentRound, ArmSummary, FinishContext, Recorder, label_handoff};
+use crate::metrics::{AgentRound, ArmSummary, FinishContext, Recorder, Truth, label_handoff};
+use crate::monitor::{At, Cx, MonitorReport, Monitors, Observation, Route};
 use crate::oracle::{Oracle, PoisonOrigin, PoisonRecord};
 use crate::scenario::{
     Arm, Attackers, CandidatePool, FramingRule, HandoffIntent, LedgerInputs, MemoryBackend, Placement, PromotionPolicy,
@@ -141,6 +142,8 @@ pub struct ArmRun {
     pub summary: ArmSummary,
     /// The per-event trace log, when recording was asked for.
     pub trace: Option<Vec<TraceEntry>>,
+    /// What the run's invariant monitors found, when it had any ([`World::with_monitors`]).
+    pub monitor: Option<MonitorReport>,
 }
 
 /// Per-task cached handoff pieces: task index, header fragment, footer text and fragment.
@@ -288,6 +291,7 @@ pub struct World<'a> {
     targets: std::collections::BTreeMap<u32, (u8, Vec<Sym>)>,
     arm_name: String,
     inspection: Option<Inspection>,
+    monitors: Option<Monitors>,
 }
 
 /// Attacker ids of a scenario on a graph.
@@ -427,10 +431,23 @@ impl<'a> World<'a> {
             targets: std::collections::BTreeMap::new(),
             arm_name: arm_name.to_string(),
             inspection: None,
+            monitors: None,
             feedback: scn.protocol.feedback,
             attack_started: false,
             activation_note: None,
         }
+    }
+
+    /// Watches the run with invariant monitors ([`crate::monitor`]); their report comes back
+    /// in [`ArmRun::monitor`]. Monitors read the run and never change it.
+    pub fn with_monitors(mut self, monitors: Monitors) -> Self {
+        self.monitors = Some(monitors);
+        self
+    }
+
+    /// Where the run is now, for a monitor's violation.
+    fn at(&self) -> At {
+        At { event: self.trace.events(), time: self.queue.now().0, hash: self.trace.value() }
     }
 
     /// Runs to the end and also returns an [`Inspection`] of every selection and the final bank.
@@ -475,6 +492,11 @@ impl<'a> World<'a> {
             events: self.trace.events(),
             end_time: self.queue.now().0,
         };
+        if self.monitors.is_some() {
+            let at = self.at();
+            observe(&mut self.monitors, &self.bank, &self.oracle, self.scn.agents, at, Observation::RunEnd);
+        }
+        let monitor = self.monitors.take().map(Monitors::report);
         let trace = self.trace.take_log();
         let summary = self.recorder.finish(&self.oracle, &self.bank, ctx);
         let mut inspection = self.inspection.take().unwrap_or(Inspection {
@@ -486,7 +508,7 @@ impl<'a> World<'a> {
         if !inspection.times.is_empty() {
             inspection.bank = self.bank;
         }
-        (ArmRun { summary, trace }, inspection)
+        (ArmRun { summary, trace, monitor }, inspection)
     }
 
     fn now(&self) -> u64 {
@@ -605,6 +627,22 @@ impl<'a> World<'a> {
 
     fn features(&mut self, intent: &str, experience: &str) -> TextFeatures {
         analyze(intent, experience, &mut self.lex)
+    }
+}
+
+/// Hands one observation to the monitors, if the run has any (a function of the fields it
+/// reads, so an observation may borrow the rest of the world).
+fn observe(
+    monitors: &mut Option<Monitors>,
+    bank: &MemoryBank,
+    oracle: &Oracle,
+    agents: u32,
+    at: At,
+    obs: Observation<'_>,
+) {
+    if let Some(m) = monitors.as_mut() {
+        let cx = Cx { bank, truth: Truth::of(oracle), agents };
+        m.observe(&obs, &cx, at);
     }
 }
 

@@ -397,6 +397,11 @@ impl World<'_> {
             }
             self.recorder.read_block(&self.oracle, id, stage, reason);
             self.trace.u64(u64::from(id));
+            if self.monitors.is_some() {
+                let at = self.at();
+                let obs = Observation::ReadBlocked { task, round, agent, id, stage, reason };
+                observe(&mut self.monitors, &self.bank, &self.oracle, self.scn.agents, at, obs);
+            }
         }
         for &(_, _, id, _) in &top {
             self.bank.get_mut(id).selected_count += 1;

@@ -38,6 +38,12 @@ impl World<'_> {
         // The model judges a memory's relevance by what the prompt shows.
         let query_emb = self.cur.as_ref().expect("task").query_emb.clone();
         let shown: Vec<f64> = selection.iter().map(|(id, sim)| self.shown_similarity(*id, *sim, &query_emb)).collect();
+        if self.monitors.is_some() {
+            let items: Vec<ItemId> = selection.iter().map(|(id, _)| *id).collect();
+            let at = self.at();
+            let obs = Observation::Prompt { task, round, agent, items: &items };
+            observe(&mut self.monitors, &self.bank, &self.oracle, self.scn.agents, at, obs);
+        }
         if let Some(i) = self.inspection.as_mut() {
             for ((id, sim), s) in selection.iter().zip(&shown) {
                 i.evidence.push((task, round, agent, *id, *sim, *s));
@@ -95,8 +101,16 @@ impl World<'_> {
                 })
                 .collect();
             let actions = if reviews {
+                let before = self.monitors.is_some().then(|| crate::monitor::bank_digest(&self.bank));
                 let mut rng = self.streams.rng(StreamKind::Guard, &[u64::from(task), u64::from(round)]);
-                self.guard.review_messages(round, &mut views, &self.graph, &mut rng)
+                let actions = self.guard.review_messages(round, &mut views, &self.graph, &mut rng);
+                if let Some(before) = before {
+                    let after = crate::monitor::bank_digest(&self.bank);
+                    let at = self.at();
+                    let obs = Observation::MessageReview { task, round, before, after };
+                    observe(&mut self.monitors, &self.bank, &self.oracle, self.scn.agents, at, obs);
+                }
+                actions
             } else {
                 Vec::new()
             };
@@ -169,6 +183,12 @@ impl World<'_> {
             })
             .collect();
         self.recorder.round(&self.oracle, task, round, &obs, &st.option_tokens, t.metric);
+        if self.monitors.is_some() {
+            let (rda, pmur_agent) = self.recorder.round_rates(round);
+            let at = self.at();
+            let obs = Observation::RoundEnd { task, round, rda, pmur_agent };
+            observe(&mut self.monitors, &self.bank, &self.oracle, self.scn.agents, at, obs);
+        }
     }
 
     /// Stores `agent`'s reviewed round output as a team memory, as the INFA harness's
@@ -261,7 +281,7 @@ impl World<'_> {
                 carries_payload: true,
             }
         });
-        self.commit(item, Scope::Team, agent, (StrictChannel::PeerMessage, label), record);
+        self.commit(item, Scope::Team, agent, (StrictChannel::PeerMessage, label), record, Route::RoundMemory);
     }
 }
 
