@@ -28,7 +28,6 @@ use crate::run::{describe_violation, run_monitored, write_atomic};
 use crate::scenario::{Attackers, LoadedScenario, Placement, load};
 use crate::sweep::factor::{self, Factor};
 use crate::topology::Topology;
-use crate::workload::WorkloadConfig;
 use proptest::strategy::Strategy;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 use serde::{Deserialize, Serialize};
@@ -465,7 +464,7 @@ impl Check {
         if let Some(v) = &s.provenance {
             scn.protocol.provenance = v[case.provenance];
         }
-        set_tasks(&mut scn.workload, case.tasks);
+        scn.workload.set_tasks(case.tasks);
         scn.protocol.rounds = case.rounds;
         if let Some(arms) = &self.spec.arms {
             scn.arms.retain(|a| arms.contains(&a.name));
@@ -805,14 +804,4 @@ fn relative(path: &Path, from: &Path) -> PathBuf {
 /// A list field's length (1 when absent: the base's value).
 fn len<T>(v: &Option<Vec<T>>) -> usize {
     v.as_ref().map_or(1, Vec::len)
-}
-
-/// Sets a workload's task count.
-fn set_tasks(w: &mut WorkloadConfig, n: u32) {
-    match w {
-        WorkloadConfig::Mmlu(c) | WorkloadConfig::Csqa(c) => c.tasks = n,
-        WorkloadConfig::AppWorld(c) => c.tasks = n,
-        WorkloadConfig::InjectAgent(c) => c.tasks = n,
-        WorkloadConfig::LongMemEval(c) => c.tasks = n,
-    }
 }

@@ -214,7 +214,7 @@ impl Calibration {
             let name = &name;
             let mut ls = load(&dir.join(rel))?;
             if let Some(n) = spec.tasks {
-                set_tasks(&mut ls, n);
+                ls.scenario.workload.set_tasks(n);
             }
             for p in &spec.parameters {
                 let Some(arm) = &p.guard else { continue };

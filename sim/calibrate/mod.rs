@@ -738,16 +738,6 @@ fn mean_ci95(xs: &[f64]) -> (f64, f64) {
     (m, 1.96 * (var / n).sqrt())
 }
 
-fn set_tasks(ls: &mut LoadedScenario, n: u32) {
-    use crate::workload::WorkloadConfig as W;
-    match &mut ls.scenario.workload {
-        W::Mmlu(c) | W::Csqa(c) => c.tasks = n,
-        W::AppWorld(c) => c.tasks = n,
-        W::InjectAgent(c) => c.tasks = n,
-        W::LongMemEval(c) => c.tasks = n,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::merge_provenance;

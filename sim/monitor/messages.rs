@@ -3,7 +3,7 @@
 use super::{Breach, Cx, Entry, Invariant, Observation};
 
 pub(super) const ENTRY: Entry = Entry {
-    name: "message-guard-keeps-stores",
+    name: super::DIGEST_INVARIANT,
     about: "a message guard's review of a round's outputs changes no memory store (no item added, moved, re-scored or rewritten)",
     truth: false,
     make: || Box::new(MessageGuardKeepsStores),

@@ -211,6 +211,10 @@ pub struct Violation {
     pub detail: String,
 }
 
+/// The invariant that reads [`Observation::MessageReview`]'s store digests (the world computes
+/// them only when it is monitored).
+pub const DIGEST_INVARIANT: &str = "message-guard-keeps-stores";
+
 /// At most this many violations of one invariant are kept per run (the count keeps going).
 pub const KEEP_PER_INVARIANT: usize = 20;
 
@@ -247,6 +251,13 @@ impl Monitors {
         }
         let counts = vec![0; list.len()];
         Ok(Monitors { list, violations: Vec::new(), counts })
+    }
+
+    /// Whether invariant `name` is among these monitors (the world computes costly
+    /// observations, such as the stores' digest around a message review, only for those that
+    /// read them).
+    pub fn watches(&self, name: &str) -> bool {
+        self.list.iter().any(|(n, _)| *n == name)
     }
 
     /// Feeds one observation to every monitor.

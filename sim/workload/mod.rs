@@ -66,6 +66,16 @@ impl WorkloadConfig {
         }
     }
 
+    /// Sets the number of tasks.
+    pub fn set_tasks(&mut self, n: u32) {
+        match self {
+            WorkloadConfig::Mmlu(c) | WorkloadConfig::Csqa(c) => c.tasks = n,
+            WorkloadConfig::AppWorld(c) => c.tasks = n,
+            WorkloadConfig::InjectAgent(c) => c.tasks = n,
+            WorkloadConfig::LongMemEval(c) => c.tasks = n,
+        }
+    }
+
     /// Semantic checks: (field, expected).
     pub fn validate(&self) -> Result<(), (String, String)> {
         match self {

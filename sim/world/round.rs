@@ -101,7 +101,8 @@ impl World<'_> {
                 })
                 .collect();
             let actions = if reviews {
-                let before = self.monitors.is_some().then(|| crate::monitor::bank_digest(&self.bank));
+                let digest = self.monitors.as_ref().is_some_and(|m| m.watches(crate::monitor::DIGEST_INVARIANT));
+                let before = digest.then(|| crate::monitor::bank_digest(&self.bank));
                 let mut rng = self.streams.rng(StreamKind::Guard, &[u64::from(task), u64::from(round)]);
                 let actions = self.guard.review_messages(round, &mut views, &self.graph, &mut rng);
                 if let Some(before) = before {
