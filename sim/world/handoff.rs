@@ -171,11 +171,14 @@ impl World<'_> {
         }
         experience.push_str(&footer_text);
         frags.push(footer);
-        let features = if composable(&frags) {
+        let mut features = if composable(&frags) {
             compose(&intent_frag, &frags)
         } else {
             analyze(&intent, &experience, &mut self.lex)
         };
+        // The header fragment was analysed with its numbers zeroed: an agent or round number of
+        // two digits or more makes the real text longer than the fragments add up to.
+        features.bytes = intent.len() + 1 + experience.len();
         debug_assert_eq!(features, analyze(&intent, &experience, &mut self.lex), "composed handoff features");
         (intent.to_string(), experience, features)
     }
@@ -201,8 +204,10 @@ impl World<'_> {
         let i = get(self, intent, true);
         let frags: Vec<Rc<Fragment>> = parts.iter().map(|(_, canonical)| get(self, canonical, false)).collect();
         let experience: String = parts.iter().map(|(text, _)| text.as_str()).collect();
-        let features =
+        let mut features =
             if composable(&frags) { compose(&i, &frags) } else { analyze(intent, &experience, &mut self.lex) };
+        // A part's canonical text may be shorter than the text itself (numbers zeroed).
+        features.bytes = intent.len() + 1 + experience.len();
         debug_assert_eq!(features, analyze(intent, &experience, &mut self.lex), "composed features");
         (experience, features)
     }
