@@ -40,7 +40,7 @@ pub fn run_scenario(ls: &LoadedScenario, seed: u64) -> ScenarioResult {
 }
 
 /// The results of `ls` at `seed` from its arms' summaries (in scenario order).
-fn result_of(ls: &LoadedScenario, seed: u64, arms: Vec<ArmSummary>) -> ScenarioResult {
+pub fn result_of(ls: &LoadedScenario, seed: u64, arms: Vec<ArmSummary>) -> ScenarioResult {
     let scn = &ls.scenario;
     ScenarioResult {
         memlink: env!("CARGO_PKG_VERSION").into(),

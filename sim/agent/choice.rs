@@ -1,7 +1,7 @@
 //! The discrete-choice stand-in: every option gets a utility from the agent's own belief plus
 //! the evidence it can see, and the answer is drawn through a softmax.
 
-use super::{Answer, AnswerContext, Backbone, MemoryFraming, Reported, Retention, Role, WorkloadParams};
+use super::{Answer, AnswerContext, Backbone, CallSite, MemoryFraming, Reported, Retention, Role, WorkloadParams};
 use crate::engine::SimRng;
 use crate::text::{Sym, TextFeatures, intersection_size};
 use crate::workload::TaskTruth;
@@ -159,7 +159,7 @@ impl Backbone for DiscreteChoice {
         Answer { choice, steered: false, cites_memory: self.cites(&pulls, choice) }
     }
 
-    fn summarize(&self, reported: &[Reported<'_>], rng: &mut SimRng) -> Vec<Retention> {
+    fn summarize(&self, reported: &[Reported<'_>], _site: Option<&CallSite>, rng: &mut SimRng) -> Vec<Retention> {
         reported
             .iter()
             .map(|r| {

@@ -5,12 +5,16 @@
 
 mod choice;
 mod profile;
+mod record;
+mod replay;
 
 pub use choice::{DiscreteChoice, mentioned, stance};
 pub use profile::{
     JUDGE_KINDS, JudgeShift, MODEL_FIELDS, ModelParams, Profile, WORKLOAD_FIELDS, WorkloadBlock, WorkloadParams,
     load_profile, load_profile_str,
 };
+pub use record::{Call, Decision, Recording, TraceLog};
+pub use replay::{Divergence, DivergenceReason, Provenance, Replay, ReplayLog, ReplayMode};
 
 use crate::engine::SimRng;
 use crate::text::{Sym, TextFeatures};
@@ -70,6 +74,8 @@ pub struct AnswerContext<'a> {
     /// The answer is free text: `option_tokens` are the candidate answers the model might give,
     /// and a memory that mentions exactly one of them counts as evidence for it.
     pub open_ended: bool,
+    /// Where the call happens, when the backbone asks for it ([`Backbone::wants_sites`]).
+    pub site: Option<&'a CallSite>,
 }
 
 /// A peer's message as an agent sees it.
@@ -110,6 +116,86 @@ pub enum Retention {
     Dropped,
 }
 
+/// What kind of model call a [`CallSite`] is.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CallKind {
+    /// An agent's answer in a round.
+    Answer,
+    /// A receiver memory manager's summary of a sender's handoff report.
+    Summary,
+    /// An LLM judge's review of a round's outputs (Challenger, Inspector, AgentSafe,
+    /// AgentXposed and the other message guards).
+    Judge,
+}
+
+impl CallKind {
+    /// The name a trace file uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallKind::Answer => "answer",
+            CallKind::Summary => "summary",
+            CallKind::Judge => "judge",
+        }
+    }
+
+    /// The kind a trace file names.
+    pub fn parse(s: &str) -> Option<CallKind> {
+        match s {
+            "answer" => Some(CallKind::Answer),
+            "summary" => Some(CallKind::Summary),
+            "judge" => Some(CallKind::Judge),
+            _ => None,
+        }
+    }
+}
+
+/// Where a backbone call happens, structurally: what a recorder writes beside the decision and
+/// a replayer matches a call by. Built by the world only for backbones that ask for it
+/// ([`Backbone::wants_sites`]). It names what the model saw (memories by name, peers by id and
+/// a hash of their messages) and the harness's own facts (the schedule, who the configured
+/// attackers are), never evaluator truth.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CallSite {
+    /// Task index in the stream.
+    pub task: u32,
+    /// Task id.
+    pub task_id: String,
+    /// Round (0-based; for a summary, the round the handoff precedes).
+    pub round: u32,
+    /// The agent making the call (a summary's receiver; a judge call's: every agent, `u32::MAX`).
+    pub agent: u32,
+    /// What kind of call.
+    pub kind: CallKind,
+    /// A summary's sender.
+    pub src: Option<u32>,
+    /// Names of the memories in the prompt (a summary: the reported memories), in order.
+    pub memories: Vec<String>,
+    /// Agents whose messages the call saw (a judge call: the reviewed outputs' agents), in order.
+    pub peers: Vec<u32>,
+    /// A hash of those messages (hex), when there were any.
+    pub messages: Option<String>,
+    /// The guard whose judge this is (judge calls).
+    pub judge: Option<String>,
+    /// The agent is not one of the configured attackers (the harness's configuration).
+    pub benign: bool,
+    /// The task counts in the metrics (the schedule: not a warm-up or poisoning task).
+    pub metric: bool,
+}
+
+/// One message guard action as a backbone decorator sees it (the guard module's
+/// `MessageAction`, with the text a replacement or rewrite put in its place).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    /// `replace`, `rewrite`, `append_guidance`, `remove` or `replace_with`.
+    pub action: String,
+    /// The agent whose output it acts on.
+    pub agent: u32,
+    /// The donor of a `replace_with`.
+    pub donor: Option<u32>,
+    /// The output's text after a `replace` or `rewrite`.
+    pub text: Option<String>,
+}
+
 /// The LLM seam.
 pub trait Backbone: Send + Sync {
     /// Profile name.
@@ -121,6 +207,20 @@ pub trait Backbone: Send + Sync {
     /// An agent's answer from what it sees.
     fn answer(&self, ctx: &AnswerContext<'_>, rng: &mut SimRng) -> Answer;
 
-    /// The receiver memory manager's summary decision for each reported memory.
-    fn summarize(&self, reported: &[Reported<'_>], rng: &mut SimRng) -> Vec<Retention>;
+    /// The receiver memory manager's summary decision for each reported memory (`site`: where,
+    /// when the backbone asks for it).
+    fn summarize(&self, reported: &[Reported<'_>], site: Option<&CallSite>, rng: &mut SimRng) -> Vec<Retention>;
+
+    /// Whether the world should build a [`CallSite`] for every call (recorders and replayers);
+    /// the stand-in does not need one, and its runs skip the work.
+    fn wants_sites(&self) -> bool {
+        false
+    }
+
+    /// A round's message review by an LLM judge: `run` runs the arm's guard and returns its
+    /// verdicts. A recorder logs them; a replayer returns the recorded verdicts where the site
+    /// matches instead of running the guard.
+    fn judge(&self, _site: &CallSite, run: &mut dyn FnMut() -> Vec<Verdict>) -> Vec<Verdict> {
+        run()
+    }
 }

@@ -46,6 +46,7 @@ impl World<'_> {
             removed: vec![vec![false; n]; rounds],
             unreadable: vec![vec![false; n]; rounds],
             shown: vec![vec![None; n]; rounds],
+            shown_hash: if self.sites { vec![vec![[0; 8]; n]; rounds] } else { Vec::new() },
             tokens: vec![vec![0; n]; rounds],
             call_time: vec![vec![0; n]; rounds],
             answered: vec![0; rounds],

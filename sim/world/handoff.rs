@@ -8,10 +8,27 @@ impl World<'_> {
     pub(super) fn handoff(&mut self, task: u32, round: u32, src: u32, dst: u32, report: &[ItemId]) {
         let mut rng =
             self.streams.rng(StreamKind::Summary, &[u64::from(task), u64::from(round), u64::from(src), u64::from(dst)]);
+        let site = self.sites.then(|| {
+            let t = self.task(task);
+            CallSite {
+                task,
+                task_id: t.id.clone(),
+                round,
+                agent: dst,
+                kind: CallKind::Summary,
+                src: Some(src),
+                memories: report.iter().map(|id| self.bank.get(*id).name.clone()).collect(),
+                peers: Vec::new(),
+                messages: None,
+                judge: None,
+                benign: !self.is_attacker[dst as usize],
+                metric: t.metric,
+            }
+        });
         let retention = {
             let reported: Vec<Reported<'_>> =
                 report.iter().map(|id| Reported { features: &self.bank.get(*id).features }).collect();
-            self.backbone.summarize(&reported, &mut rng)
+            self.backbone.summarize(&reported, site.as_ref(), &mut rng)
         };
         let wl = self.workload.clone();
         let t = &wl.tasks()[task as usize];

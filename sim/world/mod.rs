@@ -18,7 +18,8 @@ mod round;
 
 use crate::agent::Profile;
 use crate::agent::{
-    Answer, AnswerContext, Backbone, DiscreteChoice, Evidence, MemoryFraming, Peer, Reported, Retention, Role,
+    Answer, AnswerContext, Backbone, CallKind, CallSite, DiscreteChoice, Evidence, MemoryFraming, Peer, Reported,
+    Retention, Role, Verdict,
 };
 use crate::attack::PoisonWrite;
 use crate::embed::{Embedder, cosine};
@@ -164,6 +165,8 @@ struct TaskState {
     /// [round][agent] the output as others see it after message review: its features and
     /// whether a guard appended a warning (None: removed or not rendered).
     shown: Vec<Vec<Option<(TextFeatures, bool)>>>,
+    /// [round][agent] a hash of the shown output's text, when the backbone wants call sites.
+    shown_hash: Vec<Vec<[u8; 8]>>,
     tokens: Vec<Vec<u32>>,
     call_time: Vec<Vec<u64>>,
     answered: Vec<u32>,
@@ -239,6 +242,8 @@ pub struct World<'a> {
     guard: Box<dyn Guard>,
     meta: MapleConfig,
     backbone: Box<dyn Backbone>,
+    /// The backbone wants a [`CallSite`] for each call (a recorder or a replayer).
+    sites: bool,
     /// How this arm's prompts present retrieved memories.
     framing: MemoryFraming,
     /// Which candidates the guard receives.
@@ -397,6 +402,7 @@ impl<'a> World<'a> {
             guard,
             meta,
             backbone,
+            sites: false,
             framing,
             pool,
             workload,
@@ -436,6 +442,17 @@ impl<'a> World<'a> {
             attack_started: false,
             activation_note: None,
         }
+    }
+
+    /// Replaces the arm's backbone by `wrap` applied to it: a decorator (a recorder) or a
+    /// replacement that keeps the stand-in as its fallback (a replayer). The world then builds a
+    /// [`CallSite`] for every call if the new backbone asks for them.
+    pub fn with_backbone(mut self, wrap: impl FnOnce(Box<dyn Backbone>) -> Box<dyn Backbone>) -> Self {
+        let stand_in: Box<dyn Backbone> = Box::new(DiscreteChoice::new("", Default::default()));
+        let old = std::mem::replace(&mut self.backbone, stand_in);
+        self.backbone = wrap(old);
+        self.sites = self.backbone.wants_sites();
+        self
     }
 
     /// Watches the run with invariant monitors ([`crate::monitor`]); their report comes back

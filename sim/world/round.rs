@@ -32,7 +32,7 @@ impl World<'_> {
                 (Vec::new(), Vec::new())
             };
         // Each delivered message is routed: the strict ledger hands its sender's labels on.
-        for j in senders {
+        for &j in &senders {
             self.route_labels(j, agent);
         }
         // The model judges a memory's relevance by what the prompt shows.
@@ -56,6 +56,32 @@ impl World<'_> {
             .map(|((id, _), sim)| Evidence { features: &self.bank.get(*id).features, sim: *sim })
             .collect();
         let peers: Vec<Peer<'_>> = peer_msgs.iter().map(|(f, c)| Peer { features: f, cautioned: *c }).collect();
+        let site = self.sites.then(|| {
+            let t = self.task(task);
+            let messages = (!senders.is_empty()).then(|| {
+                let mut h = blake3::Hasher::new();
+                for (j, (_, c)) in senders.iter().zip(&peer_msgs) {
+                    h.update(&j.to_le_bytes());
+                    h.update(&[u8::from(*c)]);
+                    h.update(&st.shown_hash[round as usize - 1][*j as usize]);
+                }
+                short_hex(h.finalize().as_bytes())
+            });
+            CallSite {
+                task,
+                task_id: t.id.clone(),
+                round,
+                agent,
+                kind: CallKind::Answer,
+                src: None,
+                memories: selection.iter().map(|(id, _)| self.bank.get(*id).name.clone()).collect(),
+                peers: senders.clone(),
+                messages,
+                judge: None,
+                benign: !self.is_attacker[agent as usize],
+                metric: t.metric,
+            }
+        });
         let ctx = AnswerContext {
             role,
             option_tokens: &st.option_tokens,
@@ -64,6 +90,7 @@ impl World<'_> {
             framing: self.framing,
             peers: &peers,
             open_ended: self.task(task).open_ended,
+            site: site.as_ref(),
         };
         let mut rng = self.streams.rng(StreamKind::Decision, &[u64::from(task), u64::from(agent), u64::from(round)]);
         let answer = self.backbone.answer(&ctx, &mut rng);
@@ -104,7 +131,37 @@ impl World<'_> {
                 let digest = self.monitors.as_ref().is_some_and(|m| m.watches(crate::monitor::DIGEST_INVARIANT));
                 let before = digest.then(|| crate::monitor::bank_digest(&self.bank));
                 let mut rng = self.streams.rng(StreamKind::Guard, &[u64::from(task), u64::from(round)]);
-                let actions = self.guard.review_messages(round, &mut views, &self.graph, &mut rng);
+                let actions = if self.sites {
+                    // An LLM judge's call: a replayer may answer it from the recording.
+                    let mut h = blake3::Hasher::new();
+                    for v in &views {
+                        h.update(&v.agent.to_le_bytes());
+                        h.update(&blake3::hash(v.text.as_bytes()).as_bytes()[..8]);
+                    }
+                    let site = CallSite {
+                        task,
+                        task_id: t.id.clone(),
+                        round,
+                        agent: u32::MAX,
+                        kind: CallKind::Judge,
+                        src: None,
+                        memories: Vec::new(),
+                        peers: views.iter().map(|v| v.agent).collect(),
+                        messages: Some(short_hex(h.finalize().as_bytes())),
+                        judge: Some(self.guard.name().to_string()),
+                        benign: true,
+                        metric: t.metric,
+                    };
+                    let (guard, graph) = (&mut self.guard, &self.graph);
+                    let mut run = || {
+                        let actions = guard.review_messages(round, &mut views, graph, &mut rng);
+                        verdicts_of(&actions, &views)
+                    };
+                    let verdicts = self.backbone.judge(&site, &mut run);
+                    apply_verdicts(&verdicts, &mut views)
+                } else {
+                    self.guard.review_messages(round, &mut views, &self.graph, &mut rng)
+                };
                 if let Some(before) = before {
                     let after = crate::monitor::bank_digest(&self.bank);
                     let at = self.at();
@@ -155,6 +212,9 @@ impl World<'_> {
             }
             for v in views {
                 let a = v.agent as usize;
+                if self.sites {
+                    st.shown_hash[r][a].copy_from_slice(&blake3::hash(v.text.as_bytes()).as_bytes()[..8]);
+                }
                 if !st.removed[r][a] {
                     if round_memories {
                         stored.push((v.agent, v.text));
@@ -295,4 +355,65 @@ fn message_action_code(a: &MessageAction) -> u64 {
         MessageAction::Remove(x) => 4 << 32 | u64::from(x),
         MessageAction::ReplaceWith { agent, donor } => 5 << 32 | u64::from(donor) << 16 | u64::from(agent),
     }
+}
+
+/// The first 8 bytes of a hash as 16 hex digits.
+fn short_hex(bytes: &[u8]) -> String {
+    bytes[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A guard's actions as the backbone seam's verdicts, each with its output's text after the
+/// review (a removal has none).
+fn verdicts_of(actions: &[MessageAction], views: &[MessageView]) -> Vec<Verdict> {
+    let text = |x: u32| views.iter().find(|v| v.agent == x).map(|v| v.text.clone());
+    let v = |action: &str, agent: u32, donor: Option<u32>, text: Option<String>| Verdict {
+        action: action.into(),
+        agent,
+        donor,
+        text,
+    };
+    actions
+        .iter()
+        .map(|a| match *a {
+            MessageAction::Replace(x) => v("replace", x, None, text(x)),
+            MessageAction::Rewrite(x) => v("rewrite", x, None, text(x)),
+            MessageAction::AppendGuidance(x) => v("append_guidance", x, None, text(x)),
+            MessageAction::Remove(x) => v("remove", x, None, None),
+            MessageAction::ReplaceWith { agent, donor } => v("replace_with", agent, Some(donor), text(agent)),
+        })
+        .collect()
+}
+
+/// Verdicts as message actions, with their edits made to the views as the guards make them:
+/// the verdict's text in place of the output's (a no-op when the guard itself just put it
+/// there), and a `replace_with` taking its donor's features too; the other edits keep the
+/// output's features, as the guards do. A verdict of an unknown action is skipped: the trace
+/// reader refuses one.
+fn apply_verdicts(verdicts: &[Verdict], views: &mut [MessageView]) -> Vec<MessageAction> {
+    let originals: Vec<(u32, TextFeatures)> = views.iter().map(|v| (v.agent, v.features.clone())).collect();
+    let mut actions = Vec::with_capacity(verdicts.len());
+    for v in verdicts {
+        let a = match (v.action.as_str(), v.donor) {
+            ("replace", _) => MessageAction::Replace(v.agent),
+            ("rewrite", _) => MessageAction::Rewrite(v.agent),
+            ("append_guidance", _) => MessageAction::AppendGuidance(v.agent),
+            ("remove", _) => MessageAction::Remove(v.agent),
+            ("replace_with", Some(donor)) => MessageAction::ReplaceWith { agent: v.agent, donor },
+            _ => continue,
+        };
+        if let Some(view) = views.iter_mut().find(|x| x.agent == v.agent) {
+            if let Some(text) = &v.text
+                && view.text != *text
+            {
+                view.text = text.clone();
+            }
+            if let MessageAction::ReplaceWith { donor, .. } = a
+                && let Some((_, f)) = originals.iter().find(|(x, _)| *x == donor)
+            {
+                view.features = f.clone();
+            }
+        }
+        actions.push(a);
+    }
+    actions
 }
