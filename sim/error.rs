@@ -55,6 +55,9 @@ pub enum Error {
     /// A run failed determinism checks.
     #[error("determinism check failed: {0}")]
     Nondeterministic(String),
+    /// A strict replay made a call the trace does not hold (or did not make one it holds).
+    #[error("replay diverged: {0}")]
+    Diverged(String),
     /// A monitored invariant was violated and the caller asked for that to be an error
     /// (`--fail-on-violation`); the results were written first.
     #[error("invariant violated: {0}")]

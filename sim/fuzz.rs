@@ -131,6 +131,9 @@ impl Corpus {
             .join("\n")
             + "\n";
         seeds.push(Seed { kind: FileKind::Results, path: root.join("runs/fuzz/results.jsonl"), text: results });
+        // A trace: the quick run's No Defense arm, recorded.
+        let (_, trace) = crate::trace::replay::record_arm(&quick, &quick.scenario.arms[0], 7);
+        seeds.push(Seed { kind: FileKind::Trace, path: root.join("runs/fuzz/trace.jsonl"), text: trace.to_jsonl() });
         let cal_path = root.join("scenarios/calibration/qwen-table2-nodefense.ron");
         let calibration = crate::calibrate::Calibration::load(&cal_path)?;
         let state = serde_json::to_string_pretty(&calibration.example_checkpoint()).expect("serializable");
@@ -479,6 +482,29 @@ pub fn exercise(corpus: &Corpus, seed: &Seed, text: &str, cfg: &Config) -> std::
         FileKind::Sweep => match crate::sweep::Sweep::load_str(text, path) {
             Err(e) => refused(e),
             Ok(_) => Ok(Outcome::Accepted),
+        },
+        FileKind::Trace => match crate::trace::Trace::parse(text, path) {
+            Err(e) => refused(e),
+            Ok(t) => {
+                // A mutated trace that still parses replays (fallback: any call may diverge).
+                let opts = crate::trace::replay::ReplayOptions {
+                    arm: crate::trace::replay::ArmChoice::Recorded,
+                    mode: Some(crate::agent::ReplayMode::Fallback),
+                    fallback: None,
+                };
+                let sized = crate::trace::replay::recorded_scenario(&t).map(|ls| ls.map(|ls| small(&ls.scenario)));
+                match sized {
+                    Err(e) => refused(e),
+                    Ok(Some(false)) => Ok(Outcome::AcceptedNotRun),
+                    Ok(_) => match crate::trace::replay::replay(&t, &opts) {
+                        Err(e) => refused(e),
+                        Ok(out) => {
+                            finite_output("replay", &out.arms, &[&out.table(), &out.to_json(), &out.result.to_json()])
+                                .map(|_| Outcome::Ran)
+                        }
+                    },
+                }
+            }
         },
         FileKind::Checkpoint => match corpus.calibration.checkpoint_from_str(text, path) {
             Err(e) => refused(e),

@@ -1,7 +1,8 @@
 //! Every kind of file memlink reads, recognised and checked by one entry point, so that
 //! `memlink validate` accepts any of them and says which kind it took a file for.
 //!
-//! The kind is read from the file: a name (`*.jsonl` results, `*.state.json` checkpoints) or,
+//! The kind is read from the file: a name (`*.jsonl` results or, with a trace header on its
+//! first line, a trace; `*.state.json` checkpoints) or,
 //! for RON, the top-level fields only one kind has (a scenario's `arms` and `workload`, a
 //! grid's `settings` or `base`, a calibration's `parameters`, a profile's `workloads`, an
 //! explain item's `experience`). Each kind is then loaded exactly as the command that reads it
@@ -34,6 +35,8 @@ pub enum FileKind {
     Fidelity,
     /// An invariant check over a space of scenarios (`memlink check`).
     Check,
+    /// A recorded or imported trace (`memlink replay`).
+    Trace,
 }
 
 impl FileKind {
@@ -50,6 +53,7 @@ impl FileKind {
             FileKind::Sweep => "sweep",
             FileKind::Fidelity => "fidelity report",
             FileKind::Check => "invariant check",
+            FileKind::Trace => "trace",
         }
     }
 }
@@ -99,7 +103,12 @@ fn top_level_fields(text: &str) -> Vec<String> {
 pub fn detect(path: &Path, text: &str) -> FileKind {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     if name.ends_with(".jsonl") {
-        return FileKind::Results;
+        let first = text.lines().next().unwrap_or("");
+        return if first.contains(&format!("\"format\":\"{}\"", crate::trace::FORMAT)) {
+            FileKind::Trace
+        } else {
+            FileKind::Results
+        };
     }
     if name.ends_with(".json") {
         return if text.trim_start().starts_with('[') || name.ends_with(".state.json") {
@@ -174,6 +183,18 @@ pub fn validate(path: &Path) -> Result<(FileKind, String)> {
         FileKind::Results => {
             let r = crate::grid::read_records(path)?;
             format!("{} result records", r.len())
+        }
+        FileKind::Trace => {
+            let t = crate::trace::Trace::parse(&text, path)?;
+            let world = match crate::trace::replay::recorded_scenario(&t)? {
+                Some(ls) => format!("scenario `{}` embedded", ls.scenario.name),
+                None => "no scenario (replays with --arm <scenario.ron>)".into(),
+            };
+            let h = &t.header;
+            format!(
+                "{} trace of `{}`: {} calls, {} agents (attackers {:?}), {} tasks × {} rounds, seed {}; {world}",
+                h.source, h.arm, h.calls, h.agents, h.attackers, h.tasks, h.rounds, h.seed
+            )
         }
         FileKind::Fidelity => {
             // Loading checks every switch against the settings it names.

@@ -33,5 +33,6 @@ pub mod scenario;
 pub mod sweep;
 pub mod text;
 pub mod topology;
+pub mod trace;
 pub mod workload;
 pub mod world;

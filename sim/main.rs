@@ -76,6 +76,58 @@ enum Cmd {
         /// was violated.
         #[arg(long)]
         fail_on_violation: bool,
+        /// Record every backbone call (answers, summaries, judge verdicts) into a trace file
+        /// (JSON lines; one file per arm: FILE itself for one arm, else FILE with each arm's
+        /// name before the extension). The results are the same bytes as without recording.
+        #[arg(long, value_name = "FILE")]
+        record: Option<PathBuf>,
+    },
+    /// Replay a recorded trace: the recorded arm bit for bit (strict), or another arm on the
+    /// same agent decisions wherever a call's key still matches (a counterfactual); writes
+    /// summary.json, rounds.csv and replay.json (per metric, which share of the calls came
+    /// from the recording and which from the fallback).
+    Replay {
+        /// Trace file (from `memlink run --record` or `memlink import-trace`).
+        trace: PathBuf,
+        /// The arm to replay: a name in the trace's scenario, a scenario file (its arms; its
+        /// world must be the trace's), or an inline arm `(name: "…", guard: …)`. Default: the
+        /// recorded arm.
+        #[arg(long)]
+        arm: Option<String>,
+        /// strict (a call the trace lacks is an error), fallback (the stand-in answers it and
+        /// it is logged) or flag (as fallback, and later calls of that task and agent are marked
+        /// downstream). Default: strict for the recorded arm, fallback for another.
+        #[arg(long)]
+        mode: Option<String>,
+        /// The fallback stand-in's profile (a backbone name or a .ron file). Default: the
+        /// trace's.
+        #[arg(long)]
+        fallback: Option<PathBuf>,
+        /// Output folder (default: runs/replay/<trace file stem>).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Print the summary JSON instead of the tables.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Import a reference-harness trace as a memlink trace: the MMLU/AppWorld stream trace
+    /// (trace.jsonl, with --summary trace.summary.json for the attacker ids) or an INFA
+    /// per-method trace (<method>.trace.jsonl); prints the paper metrics it carries.
+    ImportTrace {
+        /// The reference trace file.
+        file: PathBuf,
+        /// `stream` (run_mmlu.py, run_appworld.py) or `infa` (infa_memlink_eval.py).
+        #[arg(long, default_value = "stream")]
+        format: String,
+        /// The stream run's trace.summary.json (config.attacker_ids, agents, warm-up).
+        #[arg(long)]
+        summary: Option<PathBuf>,
+        /// The INFA method name (default: the file name before `.trace.jsonl`).
+        #[arg(long)]
+        method: Option<String>,
+        /// Where to write the memlink trace.
+        #[arg(long)]
+        out: PathBuf,
     },
     /// Check any file memlink reads without running it: a scenario (with its backbone profile
     /// and the run's estimated memory), grid, calibration, backbone profile, explain item, grid
@@ -315,10 +367,34 @@ fn shard_label(s: Option<memlink::sweep::exec::Shard>) -> String {
 
 fn dispatch(cmd: Cmd) -> Result<()> {
     match cmd {
-        Cmd::Run { scenario, seed, out, json, invariants, fail_on_violation } => {
+        Cmd::Run { scenario, seed, out, json, invariants, fail_on_violation, record } => {
             let ls = load(&scenario)?;
             let seed = seed.unwrap_or(ls.scenario.seed);
             let dir = out.unwrap_or_else(|| PathBuf::from("runs").join(&ls.scenario.name).join(format!("seed-{seed}")));
+            if let Some(file) = record {
+                if !ls.scenario.invariants.is_empty() || !invariants.is_empty() {
+                    return Err(invalid(
+                        "--record",
+                        "a run without invariant monitors (record first, then monitor a replay-free run)",
+                    ));
+                }
+                let (result, traces) = memlink::trace::replay::record_scenario(&ls, seed);
+                result.write(&dir)?;
+                let paths = memlink::trace::replay::trace_paths(&file, &ls.scenario.arms);
+                for (t, p) in traces.iter().zip(&paths) {
+                    t.write(p)?;
+                }
+                if json {
+                    print!("{}", result.to_json());
+                } else {
+                    print!("{}", result.table());
+                    println!("\nwrote {}/summary.json and rounds.csv", dir.display());
+                    for (t, p) in traces.iter().zip(&paths) {
+                        println!("recorded {} calls of `{}` to {}", t.calls.len(), t.header.arm, p.display());
+                    }
+                }
+                return Ok(());
+            }
             if ls.scenario.invariants.is_empty() && invariants.is_empty() {
                 let result = run_scenario(&ls, seed);
                 result.write(&dir)?;
@@ -349,6 +425,48 @@ fn dispatch(cmd: Cmd) -> Result<()> {
                     memlink::run::describe_violation(v)
                 )));
             }
+            Ok(())
+        }
+        Cmd::Replay { trace, arm, mode, fallback, out, json } => {
+            use memlink::trace::replay::{ArmChoice, ReplayOptions};
+            let t = memlink::trace::Trace::read(&trace)?;
+            let arm = match arm {
+                None => ArmChoice::Recorded,
+                Some(a) if a.trim_start().starts_with('(') => ArmChoice::Inline(a),
+                Some(a) if a.ends_with(".ron") => ArmChoice::File(PathBuf::from(a)),
+                Some(a) => ArmChoice::Named(a),
+            };
+            let mode = match mode.as_deref() {
+                None => None,
+                Some(m) => Some(
+                    memlink::agent::ReplayMode::parse(m)
+                        .ok_or_else(|| invalid("--mode", "strict, fallback or flag"))?,
+                ),
+            };
+            let outcome = memlink::trace::replay::replay(&t, &ReplayOptions { arm, mode, fallback })?;
+            let stem = trace.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
+            let dir = out.unwrap_or_else(|| PathBuf::from("runs").join("replay").join(stem));
+            outcome.result.write(&dir)?;
+            memlink::run::write_atomic(&dir.join("replay.json"), &outcome.to_json())?;
+            if json {
+                print!("{}", outcome.result.to_json());
+            } else {
+                print!("{}", outcome.result.table());
+                print!("{}", outcome.table());
+                println!("\nwrote {}/summary.json, rounds.csv and replay.json", dir.display());
+            }
+            Ok(())
+        }
+        Cmd::ImportTrace { file, format, summary, method, out } => {
+            let t = match format.as_str() {
+                "stream" => memlink::trace::import::stream(&file, summary.as_deref())?,
+                "infa" => memlink::trace::import::infa(&file, method.as_deref())?,
+                _ => return Err(invalid("--format", "stream or infa")),
+            };
+            t.write(&out)?;
+            let m = memlink::trace::metrics(&t);
+            print!("{}", memlink::trace::import::metrics_table(&t, &m));
+            println!("\nwrote {} ({} calls)", out.display(), t.calls.len() + t.unparsed.len());
             Ok(())
         }
         Cmd::Check { file, invariants, cases, out, resume, list, quiet } => {

@@ -14,7 +14,7 @@ pub use profile::{
     load_profile, load_profile_str,
 };
 pub use record::{Call, Decision, Recording, TraceLog};
-pub use replay::{Divergence, DivergenceReason, Provenance, Replay, ReplayLog, ReplayMode};
+pub use replay::{Divergence, DivergenceReason, Made, Provenance, Replay, ReplayLog, ReplayMode, ReplayState};
 
 use crate::engine::SimRng;
 use crate::text::{Sym, TextFeatures};

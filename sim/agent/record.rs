@@ -5,7 +5,8 @@
 use super::{Answer, AnswerContext, Backbone, CallSite, Reported, Retention, Verdict};
 use crate::engine::SimRng;
 use crate::workload::TaskTruth;
-use std::collections::BTreeMap;
+use rustc_hash::FxHashMap as HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 /// What a backbone call decided.
@@ -36,15 +37,18 @@ pub struct Call {
 pub struct TraceLog {
     /// The calls.
     pub calls: Vec<Call>,
-    seen: BTreeMap<CallSite, u32>,
+    /// Calls by a hash of their site (their occurrence counts the equal sites among them).
+    seen: HashMap<u64, Vec<usize>>,
 }
 
 impl TraceLog {
     /// Appends a call, numbering repeated sites.
     pub fn push(&mut self, site: &CallSite, decision: Decision) {
-        let n = self.seen.entry(site.clone()).or_insert(0);
-        let occurrence = *n;
-        *n += 1;
+        let mut h = rustc_hash::FxHasher::default();
+        site.hash(&mut h);
+        let bucket = self.seen.entry(h.finish()).or_default();
+        let occurrence = bucket.iter().filter(|i| self.calls[**i].site == *site).count() as u32;
+        bucket.push(self.calls.len());
         self.calls.push(Call { site: site.clone(), occurrence, decision });
     }
 }

@@ -15,6 +15,7 @@ use crate::engine::SimRng;
 use crate::workload::TaskTruth;
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::BTreeSet;
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 /// What a replay does with a call the trace does not hold.
@@ -103,11 +104,26 @@ pub enum Provenance {
     Fallback,
 }
 
+/// One call a replay made, as its report needs it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Made {
+    /// Its kind.
+    pub kind: CallKind,
+    /// Its round.
+    pub round: u32,
+    /// The agent is not a configured attacker.
+    pub benign: bool,
+    /// The task counts in the metrics.
+    pub metric: bool,
+    /// Where its decision came from.
+    pub provenance: Provenance,
+}
+
 /// What a replay did: every call with the provenance of its decision, and the divergences.
 #[derive(Clone, Debug, Default)]
 pub struct ReplayLog {
     /// Every call made, in order, with where its decision came from.
-    pub calls: Vec<(CallSite, Provenance)>,
+    pub calls: Vec<Made>,
     /// Divergences in the order they happened; recorded calls never made come last.
     pub divergences: Vec<Divergence>,
 }
@@ -117,11 +133,15 @@ type Coarse = (u32, u32, u32, CallKind, Option<u32>);
 
 /// A replay's state, shared with its driver through [`Replay::state`].
 pub struct ReplayState {
-    recorded: Vec<Call>,
-    exact: HashMap<(CallSite, u32), usize>,
+    recorded: Arc<[Call]>,
+    /// (fingerprint of the site, occurrence) → recorded calls with that key (the site is
+    /// compared in full before a decision is used).
+    exact: HashMap<(u64, u32), Vec<usize>>,
     coarse: HashMap<Coarse, Vec<usize>>,
     used: Vec<bool>,
-    seen: HashMap<CallSite, u32>,
+    /// Calls made so far per site fingerprint: a site's occurrence. (Two sites of one 64-bit
+    /// fingerprint would share a count: a spurious divergence, never a wrong decision.)
+    seen: HashMap<u64, u32>,
     /// (task, agent) pairs with a divergence; agent `u32::MAX` marks a judge call's whole round.
     tainted: BTreeSet<(u32, u32)>,
     log: ReplayLog,
@@ -148,6 +168,16 @@ fn coarse(s: &CallSite) -> Coarse {
     (s.task, s.round, s.agent, s.kind, s.src)
 }
 
+fn fingerprint(s: &CallSite) -> u64 {
+    let mut h = rustc_hash::FxHasher::default();
+    s.hash(&mut h);
+    h.finish()
+}
+
+fn made(s: &CallSite, provenance: Provenance) -> Made {
+    Made { kind: s.kind, round: s.round, benign: s.benign, metric: s.metric, provenance }
+}
+
 /// A backbone that replays recorded calls (see the module docs).
 pub struct Replay {
     fallback: Box<dyn Backbone>,
@@ -158,11 +188,11 @@ pub struct Replay {
 impl Replay {
     /// Replays `recorded` in `mode`; `fallback` answers what the trace does not hold (and
     /// supplies the agents' own beliefs, which a recording does not hold).
-    pub fn new(recorded: Vec<Call>, mode: ReplayMode, fallback: Box<dyn Backbone>) -> Replay {
-        let mut exact = HashMap::default();
+    pub fn new(recorded: Arc<[Call]>, mode: ReplayMode, fallback: Box<dyn Backbone>) -> Replay {
+        let mut exact: HashMap<(u64, u32), Vec<usize>> = HashMap::default();
         let mut coarse_ix: HashMap<Coarse, Vec<usize>> = HashMap::default();
         for (i, c) in recorded.iter().enumerate() {
-            exact.insert((c.site.clone(), c.occurrence), i);
+            exact.entry((fingerprint(&c.site), c.occurrence)).or_default().push(i);
             coarse_ix.entry(coarse(&c.site)).or_default().push(i);
         }
         let used = vec![false; recorded.len()];
@@ -188,10 +218,14 @@ impl Replay {
     fn lookup(&self, site: &CallSite, fits: impl Fn(&Decision) -> bool) -> Option<Decision> {
         let mut st = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let st = &mut *st;
-        let n = st.seen.entry(site.clone()).or_insert(0);
+        let fp = fingerprint(site);
+        let n = st.seen.entry(fp).or_insert(0);
         let occurrence = *n;
         *n += 1;
-        let hit = st.exact.get(&(site.clone(), occurrence)).copied();
+        let recorded = &st.recorded;
+        let hit = st.exact.get(&(fp, occurrence)).and_then(|v| {
+            v.iter().copied().find(|i| recorded[*i].site == *site && recorded[*i].occurrence == occurrence)
+        });
         let found = hit.filter(|i| !st.used[*i]).map(|i| (i, fits(&st.recorded[i].decision)));
         let tainted = st.tainted.contains(&(site.task, site.agent)) || st.tainted.contains(&(site.task, u32::MAX));
         match found {
@@ -202,7 +236,7 @@ impl Replay {
                 } else {
                     Provenance::Recorded
                 };
-                st.log.calls.push((site.clone(), p));
+                st.log.calls.push(made(site, p));
                 Some(st.recorded[i].decision.clone())
             }
             _ => {
@@ -234,7 +268,7 @@ impl Replay {
                 }
                 let recorded = other.map(|o| st.recorded[o].site.clone());
                 st.log.divergences.push(Divergence { site: site.clone(), reason, recorded });
-                st.log.calls.push((site.clone(), Provenance::Fallback));
+                st.log.calls.push(made(site, Provenance::Fallback));
                 if self.mode == ReplayMode::Flag {
                     st.tainted.insert((site.task, site.agent));
                 }
