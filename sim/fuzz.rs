@@ -475,6 +475,10 @@ pub fn exercise(corpus: &Corpus, seed: &Seed, text: &str, cfg: &Config) -> std::
             Err(e) => refused(e),
             Ok(_) => Ok(Outcome::Accepted),
         },
+        FileKind::WhatIf => match crate::whatif::WhatIf::load_str(text, path) {
+            Err(e) => refused(e),
+            Ok(_) => Ok(Outcome::Accepted),
+        },
         FileKind::Check => match crate::check::Check::load_str(text, path) {
             Err(e) => refused(e),
             Ok(_) => Ok(Outcome::Accepted),

@@ -37,6 +37,8 @@ pub enum FileKind {
     Check,
     /// A recorded or imported trace (`memlink replay`).
     Trace,
+    /// A threat-model what-if (`memlink whatif`).
+    WhatIf,
 }
 
 impl FileKind {
@@ -54,6 +56,7 @@ impl FileKind {
             FileKind::Fidelity => "fidelity report",
             FileKind::Check => "invariant check",
             FileKind::Trace => "trace",
+            FileKind::WhatIf => "what-if",
         }
     }
 }
@@ -121,6 +124,8 @@ pub fn detect(path: &Path, text: &str) -> FileKind {
     let has = |f: &str| fields.iter().any(|x| x == f);
     if has("fixes") || has("undetermined") {
         FileKind::Fidelity
+    } else if has("conditions") {
+        FileKind::WhatIf
     } else if has("space") {
         FileKind::Check
     } else if has("factors") || has("design") {
@@ -183,6 +188,19 @@ pub fn validate(path: &Path) -> Result<(FileKind, String)> {
         FileKind::Results => {
             let r = crate::grid::read_records(path)?;
             format!("{} result records", r.len())
+        }
+        FileKind::WhatIf => {
+            let w = crate::whatif::WhatIf::load_str(&text, path)?;
+            format!(
+                "{}: {} settings × {} conditions × {} topologies × {} seeds = {} runs of {} arms",
+                w.spec.name,
+                w.spec.settings.len(),
+                w.spec.conditions.len(),
+                w.spec.topologies.len(),
+                w.spec.replicates,
+                w.jobs.len(),
+                w.spec.arms.len()
+            )
         }
         FileKind::Trace => {
             let t = crate::trace::Trace::parse(&text, path)?;

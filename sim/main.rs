@@ -110,6 +110,22 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Answer a threat-model what-if (scenarios/whatif/*.ron): the settings, topologies,
+    /// seeds and arms under each attacker condition, compared paired with the reference
+    /// condition (95% bootstrap intervals); writes <name>.md, <name>.json and the figures.
+    Whatif {
+        /// What-if file (RON).
+        file: PathBuf,
+        /// Where runs are stored (default: runs/whatif/<name>); a rerun resumes.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Where the report and figures go (default: reports/what-if).
+        #[arg(long)]
+        report: Option<PathBuf>,
+        /// No progress bar.
+        #[arg(long)]
+        quiet: bool,
+    },
     /// Import a reference-harness trace as a memlink trace: the MMLU/AppWorld stream trace
     /// (trace.jsonl, with --summary trace.summary.json for the attacker ids) or an INFA
     /// per-method trace (<method>.trace.jsonl); prints the paper metrics it carries.
@@ -455,6 +471,16 @@ fn dispatch(cmd: Cmd) -> Result<()> {
                 print!("{}", outcome.table());
                 println!("\nwrote {}/summary.json, rounds.csv and replay.json", dir.display());
             }
+            Ok(())
+        }
+        Cmd::Whatif { file, out, report, quiet } => {
+            let w = memlink::whatif::WhatIf::load(&file)?;
+            let dir = out.unwrap_or_else(|| PathBuf::from("runs").join("whatif").join(&w.spec.name));
+            let results = w.run(&dir, quiet)?;
+            let analysis = w.analyse(&results);
+            let md = w.report(&analysis, &report.unwrap_or_else(|| PathBuf::from("reports/what-if")))?;
+            print!("{}", memlink::error::read_file(&md)?);
+            println!("\nwrote {}", md.display());
             Ok(())
         }
         Cmd::ImportTrace { file, format, summary, method, out } => {

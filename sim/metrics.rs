@@ -240,6 +240,10 @@ pub struct ArmSummary {
     /// Poison items by the gate and rule that stopped them ("write:…", "promotion:…",
     /// "broker:…" count items; "read:…" counts blocked reads).
     pub poison_stops: BTreeMap<String, u64>,
+    /// The signed ledger's work (signatures, checks at writes and reads, distrusted and
+    /// rejected items), when the arm runs one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger: Option<crate::ledger::LedgerStats>,
     /// Distinct poison items ever blocked at read.
     pub poison_items_read_blocked: u64,
     /// Message-guard actions by kind ("replace", "rewrite", "append_guidance", "remove",
@@ -564,6 +568,7 @@ impl Recorder {
             poison_handoffs_written: handoffs,
             poison_messages_written: messages,
             poison_stops: self.poison_stops,
+            ledger: None,
             poison_items_read_blocked: self.poison_read_blocked.len() as u64,
             store_sizes,
             time_to_first_exposure_item: Distribution::of(&item_hist),

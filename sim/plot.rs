@@ -424,6 +424,9 @@ pub fn cdf(path: &Path, title: &str, x_label: &str, series: &[(String, Vec<f64>)
     })
 }
 
+/// One series of [`grouped_intervals`]: its label and, per group, (mean, low, high).
+pub type IntervalSeries = (String, Vec<(f64, f64, f64)>);
+
 /// Grouped bars: per group (a topology), a bar per series (an arm) with ± its spread.
 pub fn grouped_bars(
     path: &Path,
@@ -432,8 +435,26 @@ pub fn grouped_bars(
     groups: &[String],
     series: &[(String, Vec<(f64, f64)>)],
 ) -> Result<()> {
+    let series: Vec<IntervalSeries> = series
+        .iter()
+        .map(|(l, v)| (l.clone(), v.iter().map(|(m, sd)| (*m, (m - sd).max(0.0), m + sd)).collect()))
+        .collect();
+    grouped_intervals(path, title, y_label, groups, &series, 1.1)
+}
+
+/// Grouped bars: per group, a bar per series at its mean with a whisker over its interval
+/// (mean, low, high); the y axis runs to `headroom` times the highest whisker (room for the
+/// legend above the bars).
+pub fn grouped_intervals(
+    path: &Path,
+    title: &str,
+    y_label: &str,
+    groups: &[String],
+    series: &[IntervalSeries],
+    headroom: f64,
+) -> Result<()> {
     let (ng, ns) = (groups.len().max(1), series.len().max(1));
-    let ymax = series.iter().flat_map(|s| s.1.iter().map(|v| v.0 + v.1)).fold(1.0f64, f64::max) * 1.1;
+    let ymax = series.iter().flat_map(|s| s.1.iter().map(|v| v.0.max(v.2))).fold(1.0f64, f64::max) * headroom;
     both!(path, (200 + 140 * ng as u32, 480), |root| {
         let mut chart = ChartBuilder::on(root)
             .caption(title, ("sans-serif", 18))
@@ -447,17 +468,14 @@ pub fn grouped_bars(
         let w = 0.8 / ns as f64;
         for (k, (label, vals)) in series.iter().enumerate() {
             let c = PALETTE[k % PALETTE.len()];
-            for (g, (m, sd)) in vals.iter().enumerate() {
+            for (g, (m, lo, hi)) in vals.iter().enumerate() {
                 let x0 = g as f64 + 0.1 + k as f64 * w;
                 chart
                     .draw_series(std::iter::once(Rectangle::new([(x0, 0.0), (x0 + w * 0.9, *m)], c.mix(0.85).filled())))
                     .map_err(|e| e.to_string())?;
                 let xc = x0 + w * 0.45;
                 chart
-                    .draw_series(std::iter::once(PathElement::new(
-                        vec![(xc, (m - sd).max(0.0)), (xc, m + sd)],
-                        BLACK.stroke_width(1),
-                    )))
+                    .draw_series(std::iter::once(PathElement::new(vec![(xc, *lo), (xc, *hi)], BLACK.stroke_width(1))))
                     .map_err(|e| e.to_string())?;
             }
             chart
@@ -468,6 +486,7 @@ pub fn grouped_bars(
         }
         chart
             .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
             .background_style(WHITE.mix(0.85))
             .border_style(GREY)
             .label_font(("sans-serif", 12))

@@ -491,6 +491,11 @@ pub struct Arm {
     /// override".
     #[serde(default)]
     pub feedback: Option<FeedbackPolicy>,
+    /// A signed provenance ledger for this arm's memory manager and gates
+    /// (`ledger: Some((verify: VerifyRejectUnsigned, keys: PerAgent))`, see `crate::ledger`);
+    /// none by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger: Option<crate::ledger::LedgerConfig>,
 }
 
 /// A whole scenario.

@@ -281,7 +281,7 @@ fn without_a_checkpoint_the_gnn_adapter_allows_everything() {
     let cfg = GraphGuardConfig { checkpoint: false, ..GraphGuardConfig::default() };
     let spec = GuardSpec::GSafeguard(cfg);
     let ls = common::load(&common::small("", 6));
-    let arm = memlink::scenario::Arm { name: "g".into(), guard: spec, feedback: None };
+    let arm = memlink::scenario::Arm { name: "g".into(), guard: spec, feedback: None, ledger: None };
     let guarded = run_arm(&ls.scenario, &ls.profile, &arm, 7, false).summary;
     let base = run_arm(&ls.scenario, &ls.profile, &ls.scenario.arms[0], 7, false).summary;
     assert!(guarded.message_actions.is_empty());
@@ -352,6 +352,7 @@ fn a_backbone_judge_shift_moves_only_its_own_judge() {
         name: arms[0].name.clone(),
         guard: ron::from_str(&format!("Challenger((detector: (bias: {bias:?}, dissent: {dissent:?})))")).unwrap(),
         feedback: None,
+        ledger: None,
     };
     assert_eq!(run(&shifted, &arms[0]), run(&ls.profile, &written));
     // Inside a stack too.

@@ -254,7 +254,12 @@ fn every_bundled_scenario_and_grid_loads() {
         assert!(
             matches!(
                 kind,
-                FileKind::Scenario | FileKind::Grid | FileKind::Sweep | FileKind::Fidelity | FileKind::Check
+                FileKind::Scenario
+                    | FileKind::Grid
+                    | FileKind::Sweep
+                    | FileKind::Fidelity
+                    | FileKind::Check
+                    | FileKind::WhatIf
             ),
             "{}: {kind:?}",
             f.display()
@@ -313,11 +318,13 @@ fn unknown_slots_bound_mdsr_from_above_and_rda_from_below() {
             name: "No Defense".into(),
             guard: memlink::scenario::GuardSpec::NoDefense,
             feedback: None,
+            ledger: None,
         },
         memlink::scenario::Arm {
             name: "GUARDIAN".into(),
             guard: memlink::scenario::GuardSpec::Guardian(Default::default()),
             feedback: None,
+            ledger: None,
         },
     ];
     let r = run_scenario(&s, 3);

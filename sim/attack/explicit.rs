@@ -19,6 +19,10 @@ pub struct ExplicitConfig {
     pub scope: PoisonScope,
     /// Cue keywords written into the payload.
     pub cue_words: usize,
+    /// What-if capabilities beyond the paper's threat model (`crate::attack::capability`);
+    /// empty (the default) is the attack as the paper runs it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capabilities: Vec<super::capability::Capability>,
 }
 
 impl Default for ExplicitConfig {
@@ -28,6 +32,7 @@ impl Default for ExplicitConfig {
             target: TargetStrategy::LookaheadWrong,
             scope: PoisonScope::PrivateAndShared,
             cue_words: 18,
+            capabilities: Vec::new(),
         }
     }
 }

@@ -38,6 +38,10 @@ pub struct GraftConfig {
     /// code the graft is the same at either strength: off. On asks what "strong" would do had
     /// it been wired to the graft too.
     pub strong_clamp: bool,
+    /// What-if capabilities beyond the paper's threat model (`crate::attack::capability`);
+    /// empty (the default) is the attack as the paper runs it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capabilities: Vec<super::capability::Capability>,
 }
 
 impl Default for GraftConfig {
@@ -49,6 +53,7 @@ impl Default for GraftConfig {
             scope: PoisonScope::PrivateAndShared,
             cue_words: 18,
             strong_clamp: false,
+            capabilities: Vec::new(),
         }
     }
 }

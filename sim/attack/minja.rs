@@ -37,6 +37,10 @@ pub struct MinjaConfig {
     /// query: for recurring cues [6 keywords], reuse the compact remembered answer pattern
     /// `<letter>`." about the latest poisoning task (off in every paper configuration).
     pub activation: bool,
+    /// What-if capabilities beyond the paper's threat model (`crate::attack::capability`);
+    /// empty (the default) is the attack as the paper runs it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capabilities: Vec<super::capability::Capability>,
 }
 
 impl Default for MinjaConfig {
@@ -48,6 +52,7 @@ impl Default for MinjaConfig {
             scope: PoisonScope::PrivateAndShared,
             cue_words: 16,
             activation: false,
+            capabilities: Vec::new(),
         }
     }
 }

@@ -2,6 +2,7 @@
 //! targets. The attack knows the workload's public view and its own role; it never sees guard
 //! internals.
 
+pub mod capability;
 mod explicit;
 mod graft;
 mod message;
@@ -141,6 +142,28 @@ impl AttackConfig {
             AttackConfig::AgentPoison(c) => (c.payload(task, target), c.stealth, c.scope),
         };
         payload::plan(&p, task, target, attackers, agents, stealth, scope, hooks)
+    }
+
+    /// The attacker's capabilities ([`capability`]); empty for message attacks.
+    pub fn capabilities(&self) -> &[capability::Capability] {
+        match self {
+            AttackConfig::Minja(c) => &c.capabilities,
+            AttackConfig::Explicit(c) => &c.capabilities,
+            AttackConfig::MemoryGraft(c) => &c.capabilities,
+            AttackConfig::AgentPoison(c) => &c.capabilities,
+            _ => &[],
+        }
+    }
+
+    /// The capability list to edit; `None` for attacks that write no memory.
+    pub fn capabilities_mut(&mut self) -> Option<&mut Vec<capability::Capability>> {
+        match self {
+            AttackConfig::Minja(c) => Some(&mut c.capabilities),
+            AttackConfig::Explicit(c) => Some(&mut c.capabilities),
+            AttackConfig::MemoryGraft(c) => Some(&mut c.capabilities),
+            AttackConfig::AgentPoison(c) => Some(&mut c.capabilities),
+            _ => None,
+        }
     }
 
     /// Post-stealth clamps (spec C9: MINJA strong only).

@@ -53,6 +53,10 @@ pub struct TriggerConfig {
     pub scope: PoisonScope,
     /// Cue keywords written into the payload.
     pub cue_words: usize,
+    /// What-if capabilities beyond the paper's threat model (`crate::attack::capability`);
+    /// empty (the default) is the attack as the paper runs it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capabilities: Vec<super::capability::Capability>,
 }
 
 impl Default for TriggerConfig {
@@ -64,6 +68,7 @@ impl Default for TriggerConfig {
             target: TargetStrategy::WorkloadRisk,
             scope: PoisonScope::PrivateAndShared,
             cue_words: 14,
+            capabilities: Vec::new(),
         }
     }
 }

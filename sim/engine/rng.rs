@@ -35,6 +35,8 @@ pub enum StreamKind {
     Latency = 10,
     /// Guards' own randomness (stochastic detectors).
     Guard = 11,
+    /// A signed ledger's key material.
+    Ledger = 12,
 }
 
 /// A portable random generator with the few draws the simulator needs.

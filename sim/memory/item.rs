@@ -181,6 +181,17 @@ pub struct MemoryItem {
     /// (the reference's `retrieval_key`: the question for INFA round memories, the expanded
     /// fact key for LongMemEval's haystack). The backend still groups by intent.
     pub retrieval_key: Option<String>,
+    /// The signed ledger's tag over the item's record (`crate::ledger`), when an arm runs one.
+    pub tag: Option<Box<LedgerTag>>,
+}
+
+/// A signed ledger's tag on an item: a MAC over its record and the nonce it was made with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LedgerTag {
+    /// BLAKE3 keyed hash of the record.
+    pub mac: [u8; 32],
+    /// The write's nonce.
+    pub nonce: u64,
 }
 
 impl MemoryItem {
@@ -217,6 +228,7 @@ impl MemoryItem {
             failure_count: 0,
             committed_at: Time::ZERO,
             retrieval_key: None,
+            tag: None,
         }
     }
 

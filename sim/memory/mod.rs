@@ -7,5 +7,5 @@ mod item;
 mod store;
 
 pub use dense::PrescoreInput;
-pub use item::{ItemId, LINEAGE_MARKERS, MemoryItem, Scope, Status, Taint, Writer, marker_bits};
+pub use item::{ItemId, LINEAGE_MARKERS, LedgerTag, MemoryItem, Scope, Status, Taint, Writer, marker_bits};
 pub use store::{IntentGroup, MemoryBank, MemoryTopology, StoreKind};

@@ -90,6 +90,18 @@ impl ArmResult {
             ("write_quarantine_rate".to_string(), a.write_quarantine_rate),
             ("write_rewrite_rate".to_string(), a.write_rewrite_rate),
         ]);
+        let mut scalars = scalars;
+        if let Some(l) = &a.ledger {
+            for (k, v) in [
+                ("ledger_signed", l.signed),
+                ("ledger_write_checks", l.write_checks),
+                ("ledger_read_checks", l.read_checks),
+                ("ledger_distrusted", l.distrusted),
+                ("ledger_rejected", l.rejected),
+            ] {
+                scalars.insert(k.to_string(), v as f64);
+            }
+        }
         ArmResult {
             arm: a.arm.clone(),
             guard: a.guard.clone(),

@@ -11,6 +11,9 @@ impl World<'_> {
         item.backend_q = item.utility_q;
         item.backend_snapshot = (item.trust, item.hazard, item.taint);
         item.committed_at = self.queue.now();
+        if let Some(l) = self.ledger.as_mut() {
+            l.sign(&mut item);
+        }
         let task = item.origin_task;
         let id = self.store(item, 0);
         self.trace.u64(u64::from(id));
@@ -58,6 +61,7 @@ impl World<'_> {
         // The plan derived at build and after stealth; strong clamps; the commit derives once
         // more (spec C9).
         self.scn.attack.clamp(&mut item);
+        self.apply_capabilities(&mut item, scope, owner);
         // A planted item's whole text enters the prompt that retrieves it.
         let payload = true;
         let tokens = self.cur.as_ref().map(|s| s.target_tokens.clone()).unwrap_or_default();
@@ -74,7 +78,60 @@ impl World<'_> {
         self.commit(item, scope, owner, strict, Some(record), Route::Direct);
     }
 
-    /// The commit pipeline: metadata (derive or strict ledger) → guard gates → store.
+    /// The attacker's what-if capabilities on one direct write ([`crate::attack::capability`]):
+    /// forged metadata, and the tag it carries against a signed ledger (made with a compromised
+    /// key, copied from an honest record, garbage, or none).
+    fn apply_capabilities(&mut self, item: &mut MemoryItem, scope: Scope, owner: u32) {
+        use crate::attack::capability::{TagAttack, forgery, tag_attack};
+        let caps = self.scn.attack.capabilities();
+        if caps.is_empty() {
+            return;
+        }
+        item.scope = scope;
+        if let Some(f) = forgery(caps) {
+            // The writer a forgery claims: the lowest-numbered agent that is not an attacker.
+            let benign = (0..self.scn.agents).find(|a| !self.is_attacker[*a as usize]).unwrap_or(0);
+            let task_id = self.task(item.origin_task).id.clone();
+            f.apply(item, &task_id, benign, self.scn.agents);
+            self.survive = Some((f.clone(), item.clone()));
+        }
+        let Some(ledger) = self.ledger.as_ref() else { return };
+        // The attacker's nonces never collide with the manager's.
+        let nonce = (1 << 63) | (self.bank.len() as u64);
+        item.tag = match tag_attack(caps) {
+            TagAttack::Unsigned => None,
+            TagAttack::Garbage => {
+                let g = blake3::hash(&nonce.to_le_bytes());
+                Some(Box::new(crate::memory::LedgerTag { mac: *g.as_bytes(), nonce }))
+            }
+            TagAttack::Replay => self.last_signed.map(|id| {
+                let honest = self.bank.get(id);
+                item.writer = honest.writer;
+                item.source_type = honest.source_type.clone();
+                item.memory_type = honest.memory_type.clone();
+                item.scope = honest.scope;
+                item.allowed_agents = honest.allowed_agents.clone();
+                item.set_parents(honest.parents().to_vec());
+                item.origin_task = honest.origin_task;
+                item.origin_round = honest.origin_round;
+                honest.tag.clone().expect("a signed item")
+            }),
+            TagAttack::OwnKey => {
+                let key = ledger.key_for(Writer::Agent(owner));
+                Some(Box::new(crate::ledger::Ledger::tag_with(&key, item, nonce)))
+            }
+            TagAttack::SharedKey => {
+                let key = ledger.key_for(item.writer);
+                Some(Box::new(crate::ledger::Ledger::tag_with(&key, item, nonce)))
+            }
+        };
+        if let Some((_, claimed)) = self.survive.as_mut() {
+            claimed.clone_from(item);
+        }
+    }
+
+    /// The commit pipeline: ledger check (direct writes) → metadata (derive or strict ledger)
+    /// → ledger signature (the manager's own writes) → guard gates → store.
     pub(super) fn commit(
         &mut self,
         mut item: MemoryItem,
@@ -84,6 +141,23 @@ impl World<'_> {
         poison: Option<PoisonRecord>,
         route: Route,
     ) -> (ItemId, CommitVerdict) {
+        // A direct write bypasses the memory manager and arrives with whatever tag it carries:
+        // the gates check it before they trust its provenance.
+        let (mut distrusted, mut rejected) = (false, false);
+        let next = self.bank.len() as u32;
+        if route == Route::Direct
+            && let Some(l) = self.ledger.as_mut()
+            && l.check_write(&item, next) != crate::ledger::Verdict::Trusted
+        {
+            distrusted = true;
+            l.stats.distrusted += 1;
+            if l.config.verify == crate::ledger::VerifyMode::VerifyRejectUnsigned {
+                rejected = true;
+                l.stats.rejected += 1;
+            }
+            crate::ledger::distrust(&mut item);
+        }
+        let survive = self.survive.take();
         match self.scn.protocol.provenance {
             ProvenanceMode::Recomputed => derive_provenance(&mut item, &self.meta),
             ProvenanceMode::StrictLedger => {
@@ -105,10 +179,35 @@ impl World<'_> {
                 }
             }
         }
+        // A surviving forgery keeps what it claimed, unless the ledger set its claims aside.
+        if let Some((f, claimed)) = survive.filter(|_| !distrusted && route == Route::Direct) {
+            f.after_provenance(&mut item, &claimed);
+        }
         item.scope = requested;
-        let verdict = self.guard.commit(&mut item, requested);
+        let verdict = if rejected {
+            item.status = Status::Rejected;
+            CommitVerdict {
+                requested,
+                write: Some(crate::guard::maple::Decision::new(
+                    crate::guard::maple::Action::Reject,
+                    "ledger_signature_invalid",
+                )),
+                promotion: None,
+                rewritten: false,
+            }
+        } else {
+            self.guard.commit(&mut item, requested)
+        };
         if verdict.rewritten {
             item.features = analyze(&item.intent, &item.experience, &mut self.lex);
+        }
+        // The memory manager signs what it stores of its own writes (after a rewrite).
+        if route != Route::Direct
+            && let Some(l) = self.ledger.as_mut()
+        {
+            l.sign(&mut item);
+            l.check_write(&item, next);
+            self.last_signed = Some(next);
         }
         item.backend_q = item.utility_q;
         item.backend_snapshot = (item.trust, item.hazard, item.taint);

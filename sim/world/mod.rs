@@ -297,6 +297,12 @@ pub struct World<'a> {
     arm_name: String,
     inspection: Option<Inspection>,
     monitors: Option<Monitors>,
+    /// The arm's signed provenance ledger, if it runs one.
+    ledger: Option<crate::ledger::Ledger>,
+    /// A direct write's surviving forgery and what it claimed, for the commit in progress.
+    survive: Option<(crate::attack::capability::Forgery, MemoryItem)>,
+    /// The latest item the memory manager signed (what a replaying attacker copies).
+    last_signed: Option<ItemId>,
 }
 
 /// Attacker ids of a scenario on a graph.
@@ -357,6 +363,10 @@ impl<'a> World<'a> {
         if let Some(f) = arm.feedback {
             w.feedback = f;
         }
+        w.ledger = arm
+            .ledger
+            .filter(|c| c.verify != crate::ledger::VerifyMode::None)
+            .map(|c| crate::ledger::Ledger::new(c, w.streams.seed_of(StreamKind::Ledger, &[])));
         w
     }
 
@@ -438,6 +448,9 @@ impl<'a> World<'a> {
             arm_name: arm_name.to_string(),
             inspection: None,
             monitors: None,
+            ledger: None,
+            survive: None,
+            last_signed: None,
             feedback: scn.protocol.feedback,
             attack_started: false,
             activation_note: None,
@@ -515,7 +528,8 @@ impl<'a> World<'a> {
         }
         let monitor = self.monitors.take().map(Monitors::report);
         let trace = self.trace.take_log();
-        let summary = self.recorder.finish(&self.oracle, &self.bank, ctx);
+        let mut summary = self.recorder.finish(&self.oracle, &self.bank, ctx);
+        summary.ledger = self.ledger.take().map(|l| l.stats);
         let mut inspection = self.inspection.take().unwrap_or(Inspection {
             bank: MemoryBank::new(0, 8),
             selections: Vec::new(),

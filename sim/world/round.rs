@@ -35,6 +35,12 @@ impl World<'_> {
         for &j in &senders {
             self.route_labels(j, agent);
         }
+        // A signed ledger checks each memory's tag as it enters the prompt (its cost counted).
+        if let Some(l) = self.ledger.as_mut() {
+            for (id, _) in &selection {
+                l.check_read(self.bank.get(*id));
+            }
+        }
         // The model judges a memory's relevance by what the prompt shows.
         let query_emb = self.cur.as_ref().expect("task").query_emb.clone();
         let shown: Vec<f64> = selection.iter().map(|(id, sim)| self.shown_similarity(*id, *sim, &query_emb)).collect();

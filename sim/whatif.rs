@@ -1,0 +1,453 @@
+//! Threat-model what-ifs: one question, answered by running the same settings, topologies,
+//! seeds and arms under several attacker *conditions* (capability lists), and comparing each
+//! condition with a reference one, paired (the same seed and topology on both sides: common
+//! random numbers), with 95% bootstrap intervals.
+//!
+//! A what-if file (`scenarios/whatif/*.ron`):
+//!
+//! ```ron
+//! (
+//!     name: "forgery",
+//!     question: "…",
+//!     settings: [(name: "mmlu_minja", base: "../paper/mmlu-minja-wheel.ron", tasks: Some(100))],
+//!     topologies: [Wheel, Chain, Tree],
+//!     replicates: 10,                       // seeds 1..=10
+//!     arms: [(name: "MAPLE-Guard", guard: Maple(())), …],
+//!     conditions: [(name: "honest", capabilities: []), (name: "forged", capabilities: [Forge(())])],
+//!     reference: "honest",
+//!     metrics: ["rda@3", "mdsr@3", "asr@3"],
+//! )
+//! ```
+//!
+//! Runs go through the sweep engine's store (`DIR/runs/<hash>.json`, written as each finishes),
+//! so a killed what-if resumes and a rerun skips finished runs.
+
+use crate::attack::capability::Capability;
+use crate::error::{Error, Result, locate_field, parse_ron, read_file};
+use crate::scenario::{Arm, LoadedScenario};
+use crate::sweep::exec::{Job, RunResult, collect, execute, progress_bar};
+use crate::sweep::stats::{Estimate, estimate, paired};
+use crate::topology::Topology;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// One benchmark setting of a what-if.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Setting {
+    /// Name in tables.
+    pub name: String,
+    /// Base scenario (relative to the what-if file).
+    pub base: PathBuf,
+    /// Tasks per run, overriding the base's (the committed what-ifs are sized for CI).
+    #[serde(default)]
+    pub tasks: Option<u32>,
+}
+
+/// One attacker condition.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Condition {
+    /// Name in tables.
+    pub name: String,
+    /// The attacker's capabilities under it (empty: the paper's attacker).
+    #[serde(default)]
+    pub capabilities: Vec<Capability>,
+}
+
+fn default_metrics() -> Vec<String> {
+    vec!["rda@3".into(), "mdsr@3".into(), "asr@3".into()]
+}
+
+fn default_bootstrap() -> usize {
+    1000
+}
+
+/// A what-if file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WhatIfSpec {
+    /// Name (the report is `<name>.md`).
+    pub name: String,
+    /// The question, as the report states it.
+    pub question: String,
+    /// Settings.
+    pub settings: Vec<Setting>,
+    /// Topologies every setting runs on.
+    pub topologies: Vec<Topology>,
+    /// Seeds 1..=replicates.
+    pub replicates: u32,
+    /// Arms (replacing the bases').
+    pub arms: Vec<Arm>,
+    /// Attacker conditions.
+    pub conditions: Vec<Condition>,
+    /// The condition the others are compared with.
+    pub reference: String,
+    /// Metrics (`rda@3`, `mdsr@3`, `asr@3`, `pmur_agent@3`, `pmur`, …), in percent.
+    #[serde(default = "default_metrics")]
+    pub metrics: Vec<String>,
+    /// Bootstrap resamples.
+    #[serde(default = "default_bootstrap")]
+    pub bootstrap: usize,
+}
+
+/// A loaded what-if: its spec and one job per (setting, condition, topology, seed), in that
+/// order.
+pub struct WhatIf {
+    /// Where it was read from.
+    pub path: PathBuf,
+    /// The spec.
+    pub spec: WhatIfSpec,
+    /// The jobs.
+    pub jobs: Vec<Job>,
+}
+
+/// One cell of the analysis.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Cell {
+    /// Setting.
+    pub setting: String,
+    /// Metric.
+    pub metric: String,
+    /// Arm.
+    pub arm: String,
+    /// Condition.
+    pub condition: String,
+    /// The metric over (topology, seed), in percent.
+    pub value: Estimate,
+    /// The paired difference from the reference condition (`None` for the reference).
+    pub vs_reference: Option<Estimate>,
+}
+
+/// A ledger arm's mean work per run under one condition.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LedgerCost {
+    /// Setting.
+    pub setting: String,
+    /// Arm.
+    pub arm: String,
+    /// Condition.
+    pub condition: String,
+    /// (signed, write checks, read checks, distrusted, rejected) as (name, mean per run).
+    pub per_run: Vec<(String, f64)>,
+}
+
+/// What a what-if found.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Analysis {
+    /// Every cell, by setting, metric, arm, condition.
+    pub cells: Vec<Cell>,
+    /// Per setting, ledger arm and condition, the ledger's work.
+    pub ledger: Vec<LedgerCost>,
+}
+
+impl Analysis {
+    /// The cell of (setting, metric, arm, condition); every combination has one.
+    pub fn cell(&self, setting: &str, metric: &str, arm: &str, condition: &str) -> &Cell {
+        self.cells
+            .iter()
+            .find(|x| x.setting == setting && x.metric == metric && x.arm == arm && x.condition == condition)
+            .expect("every cell")
+    }
+}
+
+impl WhatIf {
+    /// Loads a what-if file; every setting's scenario under every condition is checked as a
+    /// hand-written one.
+    pub fn load(path: &Path) -> Result<WhatIf> {
+        let text = read_file(path)?;
+        WhatIf::load_str(&text, path)
+    }
+
+    /// Loads what-if `text` as if read from `path` (bases resolve relative to it).
+    pub fn load_str(text: &str, path: &Path) -> Result<WhatIf> {
+        let spec: WhatIfSpec = parse_ron(path, text)?;
+        let invalid = |field: &str, expected: String| Error::Invalid {
+            path: path.to_path_buf(),
+            pos: locate_field(text, field),
+            field: field.into(),
+            expected,
+        };
+        if spec.settings.is_empty() || spec.topologies.is_empty() || spec.arms.is_empty() {
+            return Err(invalid("settings", "at least one setting, topology and arm".into()));
+        }
+        if spec.replicates == 0 || spec.replicates > 1000 {
+            return Err(invalid("replicates", format!("1..=1000 seeds, got {}", spec.replicates)));
+        }
+        if spec.bootstrap == 0 || spec.bootstrap > 100_000 {
+            return Err(invalid("bootstrap", format!("1..=100000 resamples, got {}", spec.bootstrap)));
+        }
+        if !spec.conditions.iter().any(|c| c.name == spec.reference) {
+            let names: Vec<&str> = spec.conditions.iter().map(|c| c.name.as_str()).collect();
+            return Err(invalid("reference", format!("a condition's name among {names:?}, got `{}`", spec.reference)));
+        }
+        for (i, c) in spec.conditions.iter().enumerate() {
+            if spec.conditions[..i].iter().any(|d| d.name == c.name) {
+                return Err(invalid("conditions", format!("distinct condition names, `{}` twice", c.name)));
+            }
+        }
+        for m in &spec.metrics {
+            let (name, round) = m.split_once('@').map_or((m.as_str(), None), |(a, b)| (a, Some(b)));
+            let known = ["rda", "mdsr", "asr", "pmur_agent", "accuracy", "target_hit", "retrieval_rda"];
+            let scalars = ["sr", "pmur", "cpr", "pmwr", "ppr"];
+            let ok = match round {
+                Some(k) => known.contains(&name) && k.parse::<u32>().is_ok_and(|k| k >= 1),
+                None => scalars.contains(&name),
+            };
+            if !ok {
+                return Err(invalid("metrics", format!("metrics such as rda@3, mdsr@3, asr@3, pmur; got `{m}`")));
+            }
+        }
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let mut jobs = Vec::new();
+        for s in &spec.settings {
+            let base_path = dir.join(&s.base);
+            let base = crate::scenario::load(&base_path)?;
+            for c in &spec.conditions {
+                for t in &spec.topologies {
+                    let mut scn = base.scenario.clone();
+                    scn.name = format!("{}-{}-{}", spec.name, s.name, c.name);
+                    scn.topology = t.clone();
+                    scn.arms = spec.arms.clone();
+                    if let Some(n) = s.tasks {
+                        scn.workload.set_tasks(n);
+                    }
+                    match scn.attack.capabilities_mut() {
+                        Some(caps) => caps.clone_from(&c.capabilities),
+                        None if c.capabilities.is_empty() => {}
+                        None => {
+                            return Err(invalid(
+                                "conditions",
+                                format!(
+                                    "capabilities only on attacks that write memory; setting `{}` runs `{}`",
+                                    s.name,
+                                    scn.attack.family()
+                                ),
+                            ));
+                        }
+                    }
+                    scn.check()
+                        .map_err(|(f, e)| invalid("settings", format!("{e} (setting `{}`, field `{f}`)", s.name)))?;
+                    crate::scenario::check_size(&scn).map_err(|e| invalid("settings", e))?;
+                    if scn.protocol.rounds
+                        < spec.metrics.iter().filter_map(|m| m.split_once('@')?.1.parse().ok()).max().unwrap_or(0)
+                    {
+                        return Err(invalid("metrics", format!("rounds the runs have (setting `{}`)", s.name)));
+                    }
+                    let ls = LoadedScenario { scenario: scn, profile: base.profile.clone(), path: base_path.clone() };
+                    let shared = std::sync::Arc::new(ls);
+                    let base_hash = crate::sweep::exec::scenario_hash(&shared);
+                    for seed in 1..=u64::from(spec.replicates) {
+                        jobs.push(Job::with_hash(shared.clone(), &base_hash, seed));
+                    }
+                }
+            }
+        }
+        Ok(WhatIf { path: path.to_path_buf(), spec, jobs })
+    }
+
+    /// Runs what `dir` does not hold yet (each run stored as it finishes) and returns every
+    /// job's result in job order.
+    pub fn run(&self, dir: &Path, quiet: bool) -> Result<Vec<RunResult>> {
+        let bar = progress_bar(self.jobs.len() as u64, quiet, &self.spec.name);
+        execute(&self.jobs, dir, None, &bar)?;
+        collect(&self.jobs, &[dir.to_path_buf()])
+    }
+
+    /// Index of the job of (setting, condition, topology, seed), all 0-based.
+    fn job(&self, s: usize, c: usize, t: usize, seed: usize) -> usize {
+        let sp = &self.spec;
+        ((s * sp.conditions.len() + c) * sp.topologies.len() + t) * sp.replicates as usize + seed
+    }
+
+    /// The metric of `arm` in every (topology, seed) unit of (setting, condition), in unit order.
+    fn units(&self, results: &[RunResult], s: usize, c: usize, arm: usize, metric: &str) -> Vec<f64> {
+        let sp = &self.spec;
+        let mut out = Vec::with_capacity(sp.topologies.len() * sp.replicates as usize);
+        for t in 0..sp.topologies.len() {
+            for seed in 0..sp.replicates as usize {
+                let r = &results[self.job(s, c, t, seed)];
+                out.push(100.0 * r.arms[arm].metric(metric).unwrap_or(0.0));
+            }
+        }
+        out
+    }
+
+    /// Every cell: the metric per arm and condition, and its paired difference from the
+    /// reference condition; and the ledger's work.
+    pub fn analyse(&self, results: &[RunResult]) -> Analysis {
+        let sp = &self.spec;
+        let reference = sp.conditions.iter().position(|c| c.name == sp.reference).expect("checked at load");
+        let mut cells = Vec::new();
+        let seed_of = |parts: &[&str]| {
+            let h = blake3::hash(parts.join("/").as_bytes());
+            u64::from_le_bytes(h.as_bytes()[..8].try_into().expect("8 bytes"))
+        };
+        for (s, setting) in sp.settings.iter().enumerate() {
+            for metric in &sp.metrics {
+                for (a, arm) in sp.arms.iter().enumerate() {
+                    let base = self.units(results, s, reference, a, metric);
+                    for (c, cond) in sp.conditions.iter().enumerate() {
+                        let xs = self.units(results, s, c, a, metric);
+                        let seed = seed_of(&[&sp.name, &setting.name, metric, &arm.name, &cond.name]);
+                        cells.push(Cell {
+                            setting: setting.name.clone(),
+                            metric: metric.clone(),
+                            arm: arm.name.clone(),
+                            condition: cond.name.clone(),
+                            value: estimate(&xs, sp.bootstrap, seed),
+                            vs_reference: (c != reference).then(|| paired(&base, &xs, sp.bootstrap, seed ^ 1)),
+                        });
+                    }
+                }
+            }
+        }
+        let mut ledger = Vec::new();
+        for (s, setting) in sp.settings.iter().enumerate() {
+            for (a, arm) in sp.arms.iter().enumerate() {
+                if arm.ledger.is_none() {
+                    continue;
+                }
+                for (c, cond) in sp.conditions.iter().enumerate() {
+                    let keys = [
+                        "ledger_signed",
+                        "ledger_write_checks",
+                        "ledger_read_checks",
+                        "ledger_distrusted",
+                        "ledger_rejected",
+                    ];
+                    let per_run: Vec<(String, f64)> = keys
+                        .iter()
+                        .map(|k| {
+                            let xs = self.units(results, s, c, a, k);
+                            (k.trim_start_matches("ledger_").to_string(), crate::sweep::stats::mean(&xs) / 100.0)
+                        })
+                        .collect();
+                    ledger.push(LedgerCost {
+                        setting: setting.name.clone(),
+                        arm: arm.name.clone(),
+                        condition: cond.name.clone(),
+                        per_run,
+                    });
+                }
+            }
+        }
+        Analysis { cells, ledger }
+    }
+
+    /// The report (markdown) and its figures, written to `out` (`<name>.md`,
+    /// `<name>-<setting>-<metric>.svg`).
+    pub fn report(&self, a: &Analysis, out: &Path) -> Result<PathBuf> {
+        let sp = &self.spec;
+        std::fs::create_dir_all(out).map_err(|source| Error::Write { path: out.to_path_buf(), source })?;
+        let ci = |e: &Estimate| format!("{:.1} [{:.1}, {:.1}]", e.mean, e.lo, e.hi);
+        let mut md = format!(
+            "<!-- Generated by `memlink whatif {}`; do not edit. -->\n\n# What if: {}\n\n{}\n\n",
+            self.path.display(),
+            sp.name,
+            sp.question
+        );
+        let topologies: Vec<String> = sp.topologies.iter().map(Topology::label).collect();
+        md.push_str(&format!(
+            "Design: {} × topologies {} × seeds 1–{} per cell ({} runs of {} arms). Every condition runs the same seeds and topologies, so differences are paired; intervals are 95% percentile bootstrap intervals over the (topology, seed) units ({} resamples). Metrics in percent.\n\n",
+            sp.settings.iter().map(|s| format!("`{}`{}", s.name, s.tasks.map_or(String::new(), |n| format!(" ({n} tasks)")))).collect::<Vec<_>>().join(", "),
+            topologies.join(", "),
+            sp.replicates,
+            self.jobs.len(),
+            sp.arms.len(),
+            sp.bootstrap
+        ));
+        md.push_str("Conditions:\n\n");
+        for c in &sp.conditions {
+            let caps = if c.capabilities.is_empty() {
+                "the paper's attacker".to_string()
+            } else {
+                ron::to_string(&c.capabilities).unwrap_or_default()
+            };
+            md.push_str(&format!(
+                "- **{}**: {caps}{}\n",
+                c.name,
+                if c.name == sp.reference { " (reference)" } else { "" }
+            ));
+        }
+        md.push('\n');
+        for setting in &sp.settings {
+            md.push_str(&format!("## {}\n\n", setting.name));
+            for metric in &sp.metrics {
+                md.push_str(&format!("### {metric}\n\n| arm |"));
+                for c in &sp.conditions {
+                    md.push_str(&format!(" {} |", c.name));
+                }
+                md.push_str("\n|---|");
+                md.push_str(&"---|".repeat(sp.conditions.len()));
+                md.push('\n');
+                for arm in &sp.arms {
+                    md.push_str(&format!("| {} |", arm.name));
+                    for c in &sp.conditions {
+                        let cell = a.cell(&setting.name, metric, &arm.name, &c.name);
+                        match &cell.vs_reference {
+                            None => md.push_str(&format!(" {} |", ci(&cell.value))),
+                            Some(d) => md.push_str(&format!(
+                                " {}; Δ {:+.1} [{:+.1}, {:+.1}] |",
+                                ci(&cell.value),
+                                d.mean,
+                                d.lo,
+                                d.hi
+                            )),
+                        }
+                    }
+                    md.push('\n');
+                }
+                md.push('\n');
+                let fig = out.join(format!("{}-{}-{}.svg", sp.name, setting.name, metric.replace('@', "-")));
+                let series: Vec<crate::plot::IntervalSeries> = sp
+                    .arms
+                    .iter()
+                    .map(|arm| {
+                        let vals = sp
+                            .conditions
+                            .iter()
+                            .map(|c| {
+                                let cell = a.cell(&setting.name, metric, &arm.name, &c.name);
+                                (cell.value.mean, cell.value.lo, cell.value.hi)
+                            })
+                            .collect();
+                        (arm.name.clone(), vals)
+                    })
+                    .collect();
+                let groups: Vec<String> = sp.conditions.iter().map(|c| c.name.clone()).collect();
+                crate::plot::grouped_intervals(
+                    &fig,
+                    &format!("{} · {metric} by condition (95% CI)", setting.name),
+                    &format!("{metric} (%)"),
+                    &groups,
+                    &series,
+                    1.1 + 0.07 * (sp.arms.len() + 1) as f64,
+                )?;
+                md.push_str(&format!(
+                    "![{metric} on {}]({})\n\n",
+                    setting.name,
+                    fig.file_name().expect("a file").to_string_lossy()
+                ));
+            }
+        }
+        if !a.ledger.is_empty() {
+            md.push_str("## What the ledger costs (mean per run)\n\n| setting | arm | condition | signed | write checks | read checks | distrusted | rejected |\n|---|---|---|---|---|---|---|---|\n");
+            for l in &a.ledger {
+                md.push_str(&format!("| {} | {} | {} |", l.setting, l.arm, l.condition));
+                for (_, x) in &l.per_run {
+                    md.push_str(&format!(" {x:.0} |"));
+                }
+                md.push('\n');
+            }
+            md.push('\n');
+        }
+        let file = out.join(format!("{}.md", sp.name));
+        crate::run::write_atomic(&file, &md)?;
+        crate::run::write_atomic(
+            &out.join(format!("{}.json", sp.name)),
+            &(serde_json::to_string_pretty(a).expect("serializable") + "\n"),
+        )?;
+        Ok(file)
+    }
+}
