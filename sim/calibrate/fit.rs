@@ -3,7 +3,7 @@
 
 use super::*;
 
-/// One (workload, pooled field) pair of stage C's probe ([`Calibration::stage_c_probe`]).
+/// One (workload, pooled field) pair of stage C's probe (`Calibration::stage_c_probe`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Probe {
     /// The deviation stage C would fit: the workload, the field, its bounds and prior_sd.
