@@ -51,13 +51,60 @@ pub enum KeyScheme {
 }
 
 /// An arm's signed ledger (`ledger: Some((verify: Verify, keys: PerAgent))`).
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LedgerConfig {
     /// The verify mode.
     pub verify: VerifyMode,
     /// The key scheme.
     pub keys: KeyScheme,
+    /// A file holding the master key as 64 hex digits (relative to the scenario; `#` starts a
+    /// comment line). Without one, the master key comes from the run's seed through its own
+    /// stream. The scenario loader reads it into `key`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_file: Option<std::path::PathBuf>,
+    /// The master key itself (64 hex digits), given inline or read from `key_file`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<LedgerKey>,
+}
+
+/// A 32-byte master key, written as 64 hex digits.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct LedgerKey(pub [u8; 32]);
+
+impl LedgerKey {
+    /// Parses 64 hex digits (surrounding whitespace and `#` comment lines ignored).
+    pub fn parse(text: &str) -> Result<LedgerKey, String> {
+        let digits: String = text
+            .lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .flat_map(|l| l.chars())
+            .filter(|c| !c.is_whitespace())
+            .collect();
+        if digits.len() != 64 {
+            return Err(format!("64 hex digits, got {} characters", digits.len()));
+        }
+        let mut key = [0u8; 32];
+        for (i, k) in key.iter_mut().enumerate() {
+            *k = u8::from_str_radix(&digits[2 * i..2 * i + 2], 16)
+                .map_err(|_| format!("64 hex digits, got `{}` at digit {}", &digits[2 * i..2 * i + 2], 2 * i + 1))?;
+        }
+        Ok(LedgerKey(key))
+    }
+}
+
+impl Serialize for LedgerKey {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let hex: String = self.0.iter().map(|b| format!("{b:02x}")).collect();
+        s.serialize_str(&hex)
+    }
+}
+
+impl<'de> Deserialize<'de> for LedgerKey {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        LedgerKey::parse(&text).map_err(serde::de::Error::custom)
+    }
 }
 
 /// A tag on an item (the memory module's type): the MAC and the nonce.
@@ -144,7 +191,10 @@ fn record(item: &MemoryItem, nonce: u64) -> Vec<u8> {
 impl Ledger {
     /// A run's ledger, its master key derived from `seed`.
     pub fn new(config: LedgerConfig, seed: u64) -> Ledger {
-        let master = blake3::derive_key("memlink 2026 ledger master key", &seed.to_le_bytes());
+        let master = match config.key {
+            Some(k) => k.0,
+            None => blake3::derive_key("memlink 2026 ledger master key", &seed.to_le_bytes()),
+        };
         Ledger { config, master, next_nonce: 1, used: Default::default(), stats: LedgerStats::default() }
     }
 

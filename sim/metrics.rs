@@ -233,6 +233,9 @@ pub struct ArmSummary {
     pub read_blocks: u64,
     /// Direct poison writes attempted.
     pub poison_direct_written: u64,
+    /// Of those, stored active at their commit (the attacker's evasion of the write-time
+    /// gates and the ledger is `poison_direct_stored / poison_direct_written`).
+    pub poison_direct_stored: u64,
     /// Poison handoffs written.
     pub poison_handoffs_written: u64,
     /// Attacker round outputs stored as team memories (message attacks under the INFA harness).
@@ -244,8 +247,15 @@ pub struct ArmSummary {
     /// rejected items), when the arm runs one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ledger: Option<crate::ledger::LedgerStats>,
+    /// What the attacker's what-if capabilities did, when it has any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capability: Option<CapabilityStats>,
     /// Distinct poison items ever blocked at read.
     pub poison_items_read_blocked: u64,
+    /// Of the direct poison stored, the distinct items ever blocked at read (so
+    /// `(poison_direct_stored − poison_direct_read_blocked) / poison_direct_written` of the
+    /// attacker's writes evaded every gate).
+    pub poison_direct_read_blocked: u64,
     /// Message-guard actions by kind ("replace", "rewrite", "append_guidance", "remove",
     /// "replace_with_donor"), and the same with "_on_benign" for those that hit benign agents.
     pub message_actions: BTreeMap<String, u64>,
@@ -297,9 +307,11 @@ pub struct Recorder {
     message_actions: BTreeMap<String, u64>,
     poison_stops: BTreeMap<String, u64>,
     poison_read_blocked: std::collections::BTreeSet<ItemId>,
+    direct_read_blocked: std::collections::BTreeSet<ItemId>,
     first_exposure_item: BTreeMap<ItemId, (u64, u64)>,
     first_exposure_agent: BTreeMap<u32, u64>,
     task_written_poison: bool,
+    direct_stored: u64,
     task_users: std::collections::BTreeSet<u32>,
 }
 
@@ -326,9 +338,11 @@ impl Recorder {
             message_actions: BTreeMap::new(),
             poison_stops: BTreeMap::new(),
             poison_read_blocked: Default::default(),
+            direct_read_blocked: Default::default(),
             first_exposure_item: BTreeMap::new(),
             first_exposure_agent: BTreeMap::new(),
             task_written_poison: false,
+            direct_stored: 0,
             task_users: Default::default(),
         }
     }
@@ -370,6 +384,7 @@ impl Recorder {
             }
             if p.origin == PoisonOrigin::Direct && status == Status::Active {
                 self.task_written_poison = true;
+                self.direct_stored += 1;
             }
         }
     }
@@ -380,6 +395,9 @@ impl Recorder {
         if oracle.is_poison(id, &ACCESS) {
             *self.poison_stops.entry(format!("{stage}:{reason}")).or_default() += 1;
             self.poison_read_blocked.insert(id);
+            if oracle.poison(id, &ACCESS).is_some_and(|p| p.origin == PoisonOrigin::Direct) {
+                self.direct_read_blocked.insert(id);
+            }
         }
     }
 
@@ -565,11 +583,14 @@ impl Recorder {
             read_blocks: self.read_blocks,
             message_actions: self.message_actions.clone(),
             poison_direct_written: oracle.attempted_direct(&ACCESS),
+            poison_direct_stored: self.direct_stored,
             poison_handoffs_written: handoffs,
             poison_messages_written: messages,
             poison_stops: self.poison_stops,
             ledger: None,
+            capability: None,
             poison_items_read_blocked: self.poison_read_blocked.len() as u64,
+            poison_direct_read_blocked: self.direct_read_blocked.len() as u64,
             store_sizes,
             time_to_first_exposure_item: Distribution::of(&item_hist),
             time_to_first_exposure_agent: Distribution::of(&agent_hist),
@@ -605,4 +626,44 @@ pub struct FinishContext {
     pub events: u64,
     /// End time.
     pub end_time: u64,
+}
+
+/// What the attacker's what-if capabilities did in one run (`crate::attack::capability`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct CapabilityStats {
+    /// Poison writes the capabilities committed (fragments, laundered summaries, sleepers,
+    /// adaptive variants; not compromised summaries).
+    pub writes: u64,
+    /// Of those, stored active at their commit (the attacker's evasion is `stored / writes`).
+    pub stored: u64,
+    /// Fragments written (accumulation).
+    pub fragments: u64,
+    /// Laundered summaries committed.
+    pub laundered: u64,
+    /// Laundering chains that lost the claim in a hop (or found no benign relay).
+    pub laundering_lost: u64,
+    /// Receiver summaries a compromised summarizer wrote the claim into.
+    pub compromised_summaries: u64,
+    /// The adaptive attacker's choices, by variant (`wording+forged fields`).
+    pub variants: BTreeMap<String, u64>,
+    /// The task the sleepers were planted in.
+    pub planted_task: Option<u32>,
+    /// The task that activated them.
+    pub activated_task: Option<u32>,
+    /// Tasks between planting and activation.
+    pub dormant_window: Option<u32>,
+    /// Tasks from planting to the first promotion naming a sleeper in its lineage; censored
+    /// at the end of the run (the tasks run since planting) when none did (`promoted` false).
+    pub promoted_after: Option<u32>,
+    /// Whether a promotion named a sleeper in its lineage.
+    pub promoted: bool,
+    /// The live sleepers' mean Q at activation.
+    pub q_at_activation: Option<f64>,
+    /// The live sleepers' mean success count at activation.
+    pub successes_at_activation: Option<f64>,
+    /// In-place edits of sleepers into payloads.
+    pub edits: u64,
+    /// After activation: benign final answers that read a sleeper and were wrong, over benign
+    /// final answers (metric tasks).
+    pub damage_after_activation: Option<f64>,
 }

@@ -495,3 +495,86 @@ pub fn grouped_intervals(
         Ok(())
     })
 }
+
+/// One point of a trade-off plot: label, then (mean, lo, hi) of x and of y.
+pub type TradeoffPoint = (String, (f64, f64, f64), (f64, f64, f64));
+
+/// A trade-off between two metrics (the evasion-versus-success curve of an adaptive attacker):
+/// per series, its points in order, joined by a line, each with both 95% intervals as error
+/// bars and its label beside it. Both axes run 0–100 (percent).
+pub fn tradeoff(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[(String, Vec<TradeoffPoint>)],
+) -> Result<()> {
+    let ymax = series.iter().flat_map(|s| s.1.iter().map(|p| p.2.2)).fold(1.0f64, f64::max).min(100.0) * 1.15;
+    both!(path, (820, 560), |root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption(title, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(55)
+            .build_cartesian_2d(-2f64..108f64, 0f64..ymax)
+            .map_err(|e| e.to_string())?;
+        chart.configure_mesh().x_desc(x_label).y_desc(y_label).draw().map_err(|e| e.to_string())?;
+        for (k, (name, pts)) in series.iter().enumerate() {
+            let c = PALETTE[k % PALETTE.len()];
+            chart
+                .draw_series(LineSeries::new(pts.iter().map(|p| (p.1.0, p.2.0)), c.stroke_width(2)))
+                .map_err(|e| e.to_string())?
+                .label(name.clone())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
+            // Points that coincide share one label ("a = b"; every one: "all conditions").
+            let key = |p: &TradeoffPoint| ((p.1.0 * 10.0).round() as i64, (p.2.0 * 10.0).round() as i64);
+            let mut labels: Vec<(i64, i64, Vec<&str>)> = Vec::new();
+            for p in pts {
+                let (kx, ky) = key(p);
+                match labels.iter_mut().find(|l| l.0 == kx && l.1 == ky) {
+                    Some(l) => l.2.push(&p.0),
+                    None => labels.push((kx, ky, vec![&p.0])),
+                }
+            }
+            let mut drawn = 0;
+            for (label, x, y) in pts {
+                let (kx, ky) = key(&(label.clone(), *x, *y));
+                let group = labels.iter().find(|l| l.0 == kx && l.1 == ky).expect("grouped");
+                let text = if group.2.len() == pts.len() && pts.len() > 1 {
+                    "all conditions".to_string()
+                } else {
+                    group.2.join(" = ")
+                };
+                let bars = [vec![(x.1, y.0), (x.2, y.0)], vec![(x.0, y.1), (x.0, y.2)]];
+                for b in bars {
+                    chart.draw_series(std::iter::once(PathElement::new(b, c.mix(0.7)))).map_err(|e| e.to_string())?;
+                }
+                chart
+                    .draw_series(std::iter::once(Circle::new((x.0, y.0), 4, c.filled())))
+                    .map_err(|e| e.to_string())?;
+                if group.2.first() != Some(&label.as_str()) {
+                    continue;
+                }
+                // Right of the point on the left half, left of it on the right half.
+                let (dx, h) = if x.0 > 55.0 { (-1.0, HPos::Right) } else { (1.0, HPos::Left) };
+                chart
+                    .draw_series(std::iter::once(Text::new(
+                        text,
+                        (x.0 + dx, y.0 + ymax * (0.02 * (1 + k) as f64 + 0.05 * drawn as f64)),
+                        ("sans-serif", 11).into_font().color(&c).pos(Pos::new(h, VPos::Bottom)),
+                    )))
+                    .map_err(|e| e.to_string())?;
+                drawn += 1;
+            }
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.85))
+            .border_style(GREY)
+            .label_font(("sans-serif", 12))
+            .draw()
+            .map_err(|e| e.to_string())?;
+        Ok(())
+    })
+}

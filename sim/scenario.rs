@@ -652,13 +652,14 @@ pub fn load(path: &Path) -> Result<LoadedScenario> {
 /// Parses and validates scenario `text` as if read from `path` (errors name `path`; the
 /// backbone is resolved relative to it).
 pub fn load_str(text: &str, path: &Path) -> Result<LoadedScenario> {
-    let scenario: Scenario = parse_ron(path, text)?;
+    let mut scenario: Scenario = parse_ron(path, text)?;
     let invalid = |field: String, expected: String| Error::Invalid {
         path: path.to_path_buf(),
         pos: locate_field(text, &field),
         field,
         expected,
     };
+    read_key_files(&mut scenario.arms, path).map_err(|e| invalid("key_file".into(), e))?;
     scenario.check().map_err(|(field, expected)| invalid(field, expected))?;
     check_size(&scenario).map_err(|e| invalid("agents".into(), e))?;
     with_profile(scenario, path).map_err(|e| match e {
@@ -668,6 +669,24 @@ pub fn load_str(text: &str, path: &Path) -> Result<LoadedScenario> {
         }
         e => e,
     })
+}
+
+/// Reads each arm's ledger `key_file` (relative to `path`, the file naming it) into its `key`;
+/// the error says which file and what was wrong.
+pub fn read_key_files(arms: &mut [Arm], path: &Path) -> std::result::Result<(), String> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    for arm in arms {
+        let Some(l) = arm.ledger.as_mut() else { continue };
+        let Some(file) = &l.key_file else { continue };
+        let p = dir.join(file);
+        let text = std::fs::read_to_string(&p).map_err(|e| format!("a readable key file: {} ({e})", p.display()))?;
+        let key = crate::ledger::LedgerKey::parse(&text).map_err(|e| format!("{e} in key file {}", p.display()))?;
+        if l.key.is_some_and(|k| k != key) {
+            return Err(format!("either `key` or `key_file`, not two different keys (arm `{}`)", arm.name));
+        }
+        l.key = Some(key);
+    }
+    Ok(())
 }
 
 /// Refuses, before anything is built, a scenario whose estimated memory exceeds the machine

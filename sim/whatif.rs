@@ -24,7 +24,7 @@
 
 use crate::attack::capability::Capability;
 use crate::error::{Error, Result, locate_field, parse_ron, read_file};
-use crate::scenario::{Arm, LoadedScenario};
+use crate::scenario::{Arm, Attackers, LoadedScenario, Placement};
 use crate::sweep::exec::{Job, RunResult, collect, execute, progress_bar};
 use crate::sweep::stats::{Estimate, estimate, paired};
 use crate::topology::Topology;
@@ -53,6 +53,13 @@ pub struct Condition {
     /// The attacker's capabilities under it (empty: the paper's attacker).
     #[serde(default)]
     pub capabilities: Vec<Capability>,
+    /// The attackers under it, replacing the base scenario's (`Count(2)`, `Ids([0])`); with a
+    /// count, `placement` places them.
+    #[serde(default)]
+    pub attackers: Option<Attackers>,
+    /// Where counted attackers sit (`HighestDegree`: hubs, `LowestDegree`: leaves, `Random`).
+    #[serde(default)]
+    pub placement: Option<Placement>,
 }
 
 fn default_metrics() -> Vec<String> {
@@ -89,6 +96,26 @@ pub struct WhatIfSpec {
     /// Bootstrap resamples.
     #[serde(default = "default_bootstrap")]
     pub bootstrap: usize,
+    /// The metrics that get a figure per setting (default: every metric).
+    #[serde(default)]
+    pub figures: Option<Vec<String>>,
+    /// A trade-off figure per setting: each listed arm a line through its conditions, one
+    /// metric against another (the adaptive attacker's evasion-versus-success curve).
+    #[serde(default)]
+    pub tradeoff: Option<Tradeoff>,
+}
+
+/// A trade-off figure of a what-if.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tradeoff {
+    /// The metric on the x axis.
+    pub x: String,
+    /// The metric on the y axis.
+    pub y: String,
+    /// The arms drawn (default: every arm).
+    #[serde(default)]
+    pub arms: Vec<String>,
 }
 
 /// A loaded what-if: its spec and one job per (setting, condition, topology, seed), in that
@@ -161,13 +188,14 @@ impl WhatIf {
 
     /// Loads what-if `text` as if read from `path` (bases resolve relative to it).
     pub fn load_str(text: &str, path: &Path) -> Result<WhatIf> {
-        let spec: WhatIfSpec = parse_ron(path, text)?;
+        let mut spec: WhatIfSpec = parse_ron(path, text)?;
         let invalid = |field: &str, expected: String| Error::Invalid {
             path: path.to_path_buf(),
             pos: locate_field(text, field),
             field: field.into(),
             expected,
         };
+        crate::scenario::read_key_files(&mut spec.arms, path).map_err(|e| invalid("key_file", e))?;
         if spec.settings.is_empty() || spec.topologies.is_empty() || spec.arms.is_empty() {
             return Err(invalid("settings", "at least one setting, topology and arm".into()));
         }
@@ -189,14 +217,31 @@ impl WhatIf {
         for m in &spec.metrics {
             let (name, round) = m.split_once('@').map_or((m.as_str(), None), |(a, b)| (a, Some(b)));
             let known = ["rda", "mdsr", "asr", "pmur_agent", "accuracy", "target_hit", "retrieval_rda"];
-            let scalars = ["sr", "pmur", "cpr", "pmwr", "ppr"];
+            let scalars = ["sr", "pmur", "cpr", "pmwr", "ppr", "evasion", "undetected"];
             let ok = match round {
                 Some(k) => known.contains(&name) && k.parse::<u32>().is_ok_and(|k| k >= 1),
-                None => scalars.contains(&name),
+                None => scalars.contains(&name) || name.starts_with("cap_") || name.starts_with("ledger_"),
             };
             if !ok {
-                return Err(invalid("metrics", format!("metrics such as rda@3, mdsr@3, asr@3, pmur; got `{m}`")));
+                return Err(invalid(
+                    "metrics",
+                    format!("metrics such as rda@3, mdsr@3, asr@3, pmur, evasion; got `{m}`"),
+                ));
             }
+        }
+        let listed = spec.figures.iter().flatten().chain(spec.tradeoff.iter().flat_map(|t| [&t.x, &t.y]));
+        for m in listed {
+            if !spec.metrics.contains(m) {
+                return Err(invalid(
+                    if spec.figures.as_ref().is_some_and(|f| f.contains(m)) { "figures" } else { "tradeoff" },
+                    format!("a metric the what-if lists in `metrics` ({:?}), got `{m}`", spec.metrics),
+                ));
+            }
+        }
+        if let Some(t) = &spec.tradeoff
+            && let Some(a) = t.arms.iter().find(|a| !spec.arms.iter().any(|b| &b.name == *a))
+        {
+            return Err(invalid("tradeoff", format!("arm names of this what-if, got `{a}`")));
         }
         let dir = path.parent().unwrap_or(Path::new("."));
         let mut jobs = Vec::new();
@@ -211,6 +256,12 @@ impl WhatIf {
                     scn.arms = spec.arms.clone();
                     if let Some(n) = s.tasks {
                         scn.workload.set_tasks(n);
+                    }
+                    if let Some(a) = &c.attackers {
+                        scn.attackers = a.clone();
+                    }
+                    if let Some(p) = c.placement {
+                        scn.placement = p;
                     }
                     match scn.attack.capabilities_mut() {
                         Some(caps) => caps.clone_from(&c.capabilities),
@@ -359,11 +410,17 @@ impl WhatIf {
         ));
         md.push_str("Conditions:\n\n");
         for c in &sp.conditions {
-            let caps = if c.capabilities.is_empty() {
+            let mut caps = if c.capabilities.is_empty() {
                 "the paper's attacker".to_string()
             } else {
                 ron::to_string(&c.capabilities).unwrap_or_default()
             };
+            if let Some(a) = &c.attackers {
+                caps.push_str(&format!("; attackers {}", ron::to_string(a).unwrap_or_default()));
+            }
+            if let Some(p) = c.placement {
+                caps.push_str(&format!("; placement {p:?}"));
+            }
             md.push_str(&format!(
                 "- **{}**: {caps}{}\n",
                 c.name,
@@ -399,6 +456,9 @@ impl WhatIf {
                     md.push('\n');
                 }
                 md.push('\n');
+                if sp.figures.as_ref().is_some_and(|f| !f.contains(metric)) {
+                    continue;
+                }
                 let fig = out.join(format!("{}-{}-{}.svg", sp.name, setting.name, metric.replace('@', "-")));
                 let series: Vec<crate::plot::IntervalSeries> = sp
                     .arms
@@ -431,6 +491,58 @@ impl WhatIf {
                 ));
             }
         }
+        if let Some(Tradeoff { x, y, arms }) = &sp.tradeoff {
+            md.push_str(&format!("## Trade-off: {y} against {x}\n\n"));
+            for setting in &sp.settings {
+                let fig = out.join(format!("{}-{}-tradeoff.svg", sp.name, setting.name));
+                let series: Vec<(String, Vec<crate::plot::TradeoffPoint>)> = sp
+                    .arms
+                    .iter()
+                    .filter(|arm| arms.is_empty() || arms.contains(&arm.name))
+                    .map(|arm| {
+                        let pts = sp
+                            .conditions
+                            .iter()
+                            .map(|c| {
+                                let cx = &a.cell(&setting.name, x, &arm.name, &c.name).value;
+                                let cy = &a.cell(&setting.name, y, &arm.name, &c.name).value;
+                                (c.name.clone(), (cx.mean, cx.lo, cx.hi), (cy.mean, cy.lo, cy.hi))
+                            })
+                            .collect();
+                        (arm.name.clone(), pts)
+                    })
+                    .collect();
+                crate::plot::tradeoff(
+                    &fig,
+                    &format!("{} · {y} against {x} by condition (95% CI)", setting.name),
+                    &format!("{x} (%)"),
+                    &format!("{y} (%)"),
+                    &series,
+                )?;
+                md.push_str(&format!(
+                    "![{y} against {x} on {}]({})\n\n",
+                    setting.name,
+                    fig.file_name().expect("a file").to_string_lossy()
+                ));
+            }
+        }
+        md.push_str("## Paired differences whose interval excludes zero\n\n");
+        let mut any = false;
+        for c in &a.cells {
+            if let Some(d) = &c.vs_reference
+                && (d.lo > 0.0 || d.hi < 0.0)
+            {
+                any = true;
+                md.push_str(&format!(
+                    "- {} · {} · {}: **{}** moves it by {:+.1} [{:+.1}, {:+.1}] points against **{}**\n",
+                    c.setting, c.metric, c.arm, c.condition, d.mean, d.lo, d.hi, sp.reference
+                ));
+            }
+        }
+        if !any {
+            md.push_str("None: no condition moves any metric of any arm beyond its interval.\n");
+        }
+        md.push('\n');
         if !a.ledger.is_empty() {
             md.push_str("## What the ledger costs (mean per run)\n\n| setting | arm | condition | signed | write checks | read checks | distrusted | rejected |\n|---|---|---|---|---|---|---|---|\n");
             for l in &a.ledger {

@@ -22,7 +22,7 @@ fn honest_item(text: &str) -> MemoryItem {
 }
 
 fn ledger(verify: VerifyMode, keys: KeyScheme) -> Ledger {
-    Ledger::new(LedgerConfig { verify, keys }, 77)
+    Ledger::new(LedgerConfig { verify, keys, ..Default::default() }, 77)
 }
 
 #[test]

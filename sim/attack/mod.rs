@@ -72,7 +72,7 @@ pub enum AttackConfig {
 impl AttackConfig {
     /// (field, expected) on the first problem.
     pub fn validate(&self) -> Result<(), (String, String)> {
-        Ok(())
+        self.capabilities().iter().try_for_each(|c| c.validate())
     }
 
     /// The attack family name used in results.

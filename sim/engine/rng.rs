@@ -37,6 +37,9 @@ pub enum StreamKind {
     Guard = 11,
     /// A signed ledger's key material.
     Ledger = 12,
+    /// The attacker's what-if capabilities (laundering hops, compromised summaries, black-box
+    /// exploration).
+    Capability = 13,
 }
 
 /// A portable random generator with the few draws the simulator needs.

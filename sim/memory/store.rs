@@ -245,6 +245,15 @@ impl MemoryBank {
         self.text_embeddings[id as usize] = Some(emb.into_boxed_slice());
     }
 
+    /// Replaces item `id`'s experience and features (a writer's in-place update); its text
+    /// embedding is recomputed when next needed. The intent, and so its store group, stays.
+    pub fn edit_text(&mut self, id: ItemId, experience: String, features: crate::text::TextFeatures) {
+        let item = &mut self.items[id as usize];
+        item.experience = experience;
+        item.features = features;
+        self.text_embeddings[id as usize] = None;
+    }
+
     /// The intent embedding at `offset` of the intent table.
     pub fn intent_embedding(&self, offset: usize) -> &[f32] {
         &self.intent_table.values[offset..offset + self.dim]

@@ -91,6 +91,18 @@ impl ArmResult {
             ("write_rewrite_rate".to_string(), a.write_rewrite_rate),
         ]);
         let mut scalars = scalars;
+        let evasion = if a.poison_direct_written == 0 {
+            0.0
+        } else {
+            a.poison_direct_stored as f64 / a.poison_direct_written as f64
+        };
+        scalars.insert("evasion".into(), evasion);
+        let undetected = if a.poison_direct_written == 0 {
+            0.0
+        } else {
+            a.poison_direct_stored.saturating_sub(a.poison_direct_read_blocked) as f64 / a.poison_direct_written as f64
+        };
+        scalars.insert("undetected".into(), undetected);
         if let Some(l) = &a.ledger {
             for (k, v) in [
                 ("ledger_signed", l.signed),
@@ -100,6 +112,24 @@ impl ArmResult {
                 ("ledger_rejected", l.rejected),
             ] {
                 scalars.insert(k.to_string(), v as f64);
+            }
+        }
+        if let Some(c) = &a.capability {
+            scalars.insert("cap_writes".into(), c.writes as f64);
+            scalars.insert("cap_laundered".into(), c.laundered as f64);
+            scalars.insert("cap_compromised_summaries".into(), c.compromised_summaries as f64);
+            if c.planted_task.is_some() {
+                scalars.insert("cap_promoted".into(), f64::from(u8::from(c.promoted)));
+            }
+            for (k, v) in [
+                ("cap_dormant_window", c.dormant_window.map(f64::from)),
+                ("cap_promoted_after", c.promoted_after.map(f64::from)),
+                ("cap_q_at_activation", c.q_at_activation),
+                ("cap_damage_after_activation", c.damage_after_activation),
+            ] {
+                if let Some(v) = v {
+                    scalars.insert(k.into(), v);
+                }
             }
         }
         ArmResult {

@@ -104,9 +104,7 @@ impl World<'_> {
             let dedupe_shared = self.scn.protocol.dedupe_shared_poison;
             let mut hooks = crate::attack::PlanHooks { features: &mut feats, derive: &mut derive, dedupe_shared };
             let writes = attack.plan(t, target, &self.attacker_ids, self.scn.agents, &mut hooks);
-            for w in writes {
-                self.commit_poison(w, task, target);
-            }
+            self.commit_planned(writes, task, target);
             return;
         }
         self.cur = Some(st);

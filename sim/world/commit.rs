@@ -56,77 +56,32 @@ impl World<'_> {
         id
     }
 
-    pub(super) fn commit_poison(&mut self, w: PoisonWrite, task: u32, target: u8) {
+    /// Commits one direct poison write; returns its id and final status.
+    pub(super) fn commit_poison(&mut self, w: PoisonWrite, task: u32, target: u8) -> (ItemId, Status) {
         let PoisonWrite { mut item, scope, owner } = w;
         // The plan derived at build and after stealth; strong clamps; the commit derives once
         // more (spec C9).
         self.scn.attack.clamp(&mut item);
         self.apply_capabilities(&mut item, scope, owner);
         // A planted item's whole text enters the prompt that retrieves it.
-        let payload = true;
         let tokens = self.cur.as_ref().map(|s| s.target_tokens.clone()).unwrap_or_default();
+        let record = self.direct_record(task, target, tokens, true);
         let strict = (StrictChannel::External, Label::clean());
-        let record = PoisonRecord {
+        let (id, _) = self.commit(item, scope, owner, strict, Some(record), Route::Direct);
+        (id, self.bank.get(id).status)
+    }
+
+    /// The evaluator's record of an attacker-caused write of task `task` targeting `target`
+    /// (direct, laundered or a compromised summary: the attack wrote it).
+    pub(super) fn direct_record(&self, task: u32, target: u8, target_tokens: Vec<Sym>, carries: bool) -> PoisonRecord {
+        PoisonRecord {
             origin: PoisonOrigin::Direct,
             attack: self.scn.attack.family(),
             task,
-            target_tokens: tokens,
+            target_tokens,
             target,
             written_at: self.now(),
-            carries_payload: payload,
-        };
-        self.commit(item, scope, owner, strict, Some(record), Route::Direct);
-    }
-
-    /// The attacker's what-if capabilities on one direct write ([`crate::attack::capability`]):
-    /// forged metadata, and the tag it carries against a signed ledger (made with a compromised
-    /// key, copied from an honest record, garbage, or none).
-    fn apply_capabilities(&mut self, item: &mut MemoryItem, scope: Scope, owner: u32) {
-        use crate::attack::capability::{TagAttack, forgery, tag_attack};
-        let caps = self.scn.attack.capabilities();
-        if caps.is_empty() {
-            return;
-        }
-        item.scope = scope;
-        if let Some(f) = forgery(caps) {
-            // The writer a forgery claims: the lowest-numbered agent that is not an attacker.
-            let benign = (0..self.scn.agents).find(|a| !self.is_attacker[*a as usize]).unwrap_or(0);
-            let task_id = self.task(item.origin_task).id.clone();
-            f.apply(item, &task_id, benign, self.scn.agents);
-            self.survive = Some((f.clone(), item.clone()));
-        }
-        let Some(ledger) = self.ledger.as_ref() else { return };
-        // The attacker's nonces never collide with the manager's.
-        let nonce = (1 << 63) | (self.bank.len() as u64);
-        item.tag = match tag_attack(caps) {
-            TagAttack::Unsigned => None,
-            TagAttack::Garbage => {
-                let g = blake3::hash(&nonce.to_le_bytes());
-                Some(Box::new(crate::memory::LedgerTag { mac: *g.as_bytes(), nonce }))
-            }
-            TagAttack::Replay => self.last_signed.map(|id| {
-                let honest = self.bank.get(id);
-                item.writer = honest.writer;
-                item.source_type = honest.source_type.clone();
-                item.memory_type = honest.memory_type.clone();
-                item.scope = honest.scope;
-                item.allowed_agents = honest.allowed_agents.clone();
-                item.set_parents(honest.parents().to_vec());
-                item.origin_task = honest.origin_task;
-                item.origin_round = honest.origin_round;
-                honest.tag.clone().expect("a signed item")
-            }),
-            TagAttack::OwnKey => {
-                let key = ledger.key_for(Writer::Agent(owner));
-                Some(Box::new(crate::ledger::Ledger::tag_with(&key, item, nonce)))
-            }
-            TagAttack::SharedKey => {
-                let key = ledger.key_for(item.writer);
-                Some(Box::new(crate::ledger::Ledger::tag_with(&key, item, nonce)))
-            }
-        };
-        if let Some((_, claimed)) = self.survive.as_mut() {
-            claimed.clone_from(item);
+            carries_payload: carries,
         }
     }
 

@@ -112,6 +112,7 @@ impl World<'_> {
             }
         }
         self.promote(t, &st, final_answer, success);
+        self.sleeper_outcome(&st, truth.gold);
         self.recorder.end_task(&self.oracle, task, final_answer, t.poisoning, t.metric);
     }
 
@@ -189,6 +190,7 @@ impl World<'_> {
                 .collect();
             retrieved.sort();
             retrieved.dedup();
+            self.note_promotion(t.index, &retrieved);
             let sel: Vec<String> = retrieved.iter().take(8).cloned().collect();
             let (intent, experience) = render::promotion_text(t, a, ans.choice, final_answer, &retrieved);
             let features = self.features(&intent, &experience);

@@ -32,7 +32,17 @@ impl World<'_> {
         };
         let wl = self.workload.clone();
         let t = &wl.tasks()[task as usize];
-        let (intent, experience, features) = self.handoff_text(t, round, src, dst, report, &retention);
+        let (intent, mut experience, mut features) = self.handoff_text(t, round, src, dst, report, &retention);
+        // A compromised summarizer adds the payload's claim (`attack::capability`).
+        let compromised = if self.capstate_active() {
+            let r = self.compromise_summary(task, round, src, dst, &mut experience);
+            if r.is_some() {
+                features = analyze(&intent, &experience, &mut self.lex);
+            }
+            r
+        } else {
+            None
+        };
         let tag =
             crate::engine::mix64(u64::from(task) << 32 | u64::from(round) << 16 | u64::from(src) << 8 | u64::from(dst));
         let name = render::handoff_name(t, round, src, dst, tag & 0xff_ffff_ffff);
@@ -40,18 +50,7 @@ impl World<'_> {
             name,
             format!("round_dialogue_{}_r{}_a{src}_to_a{dst}_{:010x}", t.id, round, tag & 0xff_ffff_ffff)
         );
-        let mut item = MemoryItem::new(name, intent, experience, features);
-        item.utility_q = 0.35;
-        item.trust = 0.55;
-        item.hazard = 0.15;
-        item.taint = Taint::Unverified;
-        item.source_type = "pre_round_memory_handoff".into();
-        item.memory_type = "memory_handoff_summary".into();
-        item.origin_task = task;
-        item.origin_round = round;
-        item.writer = Writer::Agent(dst);
-        item.allowed_agents = vec![dst];
-        item.allowed_task_classes = vec![t.class.to_string()];
+        let mut item = self.summary_item(name, intent, experience, features, t, round, dst);
         item.set_parents(vec![
             t.id.clone(),
             self.round_labels[round as usize + 1].clone(),
@@ -59,7 +58,6 @@ impl World<'_> {
             self.agent_labels[dst as usize].clone(),
             "memory_handoff".into(),
         ]);
-        item.source_agent_trust = self.reputation;
         // Strict ledger: routing the report hands the receiver the sender's labels; the summary
         // depends on the reported memories and on what the receiver received (lineage: the
         // reported ids). A laundering memory manager writes it as its own, dependency-free.
@@ -82,15 +80,46 @@ impl World<'_> {
         // The handoff's own task's target: under async timing a handoff can land after its task
         // has finished and the next one has started.
         let now = self.now();
-        let poison = label_handoff(
-            &self.oracle,
-            self.is_attacker[src as usize],
-            &reported,
-            task,
-            self.targets.get(&task).map(|(t, tok)| (*t, tok.as_slice())),
-            now,
-        );
+        let poison = compromised.or_else(|| {
+            label_handoff(
+                &self.oracle,
+                self.is_attacker[src as usize],
+                &reported,
+                task,
+                self.targets.get(&task).map(|(t, tok)| (*t, tok.as_slice())),
+                now,
+            )
+        });
         self.commit(item, Scope::Private, dst, (StrictChannel::PeerMessage, label), poison, Route::Handoff);
+    }
+
+    /// A receiver summary as `dst`'s memory manager writes it on task `t`, round `round`: the
+    /// handoff's metadata (Q 0.35, τ 0.55, h 0.15, unverified, readable by `dst`), no lineage.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn summary_item(
+        &self,
+        name: String,
+        intent: String,
+        experience: String,
+        features: TextFeatures,
+        t: &Task,
+        round: u32,
+        dst: u32,
+    ) -> MemoryItem {
+        let mut item = MemoryItem::new(name, intent, experience, features);
+        item.utility_q = 0.35;
+        item.trust = 0.55;
+        item.hazard = 0.15;
+        item.taint = Taint::Unverified;
+        item.source_type = "pre_round_memory_handoff".into();
+        item.memory_type = "memory_handoff_summary".into();
+        item.origin_task = t.index;
+        item.origin_round = round;
+        item.writer = Writer::Agent(dst);
+        item.allowed_agents = vec![dst];
+        item.allowed_task_classes = vec![t.class.to_string()];
+        item.source_agent_trust = self.reputation;
+        item
     }
 
     /// A handoff summary's intent, experience and features. Texts and their fragments are cached:

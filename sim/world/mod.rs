@@ -9,6 +9,7 @@
 //! committed before it.
 
 mod arrive;
+mod capability;
 mod commit;
 mod finish;
 mod handoff;
@@ -303,6 +304,8 @@ pub struct World<'a> {
     survive: Option<(crate::attack::capability::Forgery, MemoryItem)>,
     /// The latest item the memory manager signed (what a replaying attacker copies).
     last_signed: Option<ItemId>,
+    /// What the attacker's capabilities keep across tasks.
+    capstate: capability::CapState,
 }
 
 /// Attacker ids of a scenario on a graph.
@@ -365,6 +368,7 @@ impl<'a> World<'a> {
         }
         w.ledger = arm
             .ledger
+            .clone()
             .filter(|c| c.verify != crate::ledger::VerifyMode::None)
             .map(|c| crate::ledger::Ledger::new(c, w.streams.seed_of(StreamKind::Ledger, &[])));
         w
@@ -451,6 +455,7 @@ impl<'a> World<'a> {
             ledger: None,
             survive: None,
             last_signed: None,
+            capstate: capability::CapState::default(),
             feedback: scn.protocol.feedback,
             attack_started: false,
             activation_note: None,
@@ -528,8 +533,10 @@ impl<'a> World<'a> {
         }
         let monitor = self.monitors.take().map(Monitors::report);
         let trace = self.trace.take_log();
+        let capability = self.capability_stats();
         let mut summary = self.recorder.finish(&self.oracle, &self.bank, ctx);
         summary.ledger = self.ledger.take().map(|l| l.stats);
+        summary.capability = capability;
         let mut inspection = self.inspection.take().unwrap_or(Inspection {
             bank: MemoryBank::new(0, 8),
             selections: Vec::new(),
