@@ -1,0 +1,139 @@
+//! Scale: time, peak memory and the growth of both with team size (issue 20's instrument).
+//!
+//! ```sh
+//! cargo run --release --example scale                 # 100, 1,000, 10,000 agents, 20 tasks
+//! cargo run --release --example scale -- 20 100,1000  # tasks, sizes
+//! ```
+//!
+//! For each topology (Barabási–Albert m = 2, and a sparse Erdős–Rényi graph of mean degree 4),
+//! size and arm (No Defense, MAPLE-Guard), it runs one arm of MMLU / MINJA with 10% attackers
+//! (hub-placed), 3 rounds and handoffs, in a child process of its own, so each row's peak RSS is
+//! that arm's alone (`VmHWM`). It prints a row per run — agent-decisions (tasks × agents ×
+//! rounds), wall seconds, µs per decision, peak RSS — and, per topology and arm, the log-log
+//! slope of wall time against agent-decisions over the sizes (1.0: linear). Wall clock on a
+//! shared machine: compare rows of one run, not across days.
+
+use std::process::Command;
+use std::time::Instant;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+const TOPOLOGIES: [(&str, &str); 2] = [("ba2", "BarabasiAlbert(2)"), ("sparse", "RANDOM")];
+const ARMS: [(&str, &str); 2] = [("No Defense", "NoDefense"), ("MAPLE-Guard", "Maple(())")];
+
+/// The scenario text of one run (the sparse graph's p gives a mean degree of 4).
+fn scenario(topology: &str, agents: u32, tasks: u32, arm: usize) -> String {
+    let topo = if topology == "RANDOM" {
+        format!("Random(Some({:.6}))", (4.0 / f64::from(agents - 1)).min(1.0))
+    } else {
+        topology.to_string()
+    };
+    let (name, guard) = ARMS[arm];
+    format!(
+        r#"(
+    name: "scale",
+    seed: 42,
+    agents: {agents},
+    attackers: Count({attackers}),
+    placement: HighestDegree,
+    topology: {topo},
+    workload: Mmlu((tasks: {tasks}, pool: 500)),
+    attack: Minja(()),
+    protocol: (rounds: 3, top_k: 3, handoffs: true),
+    backbone: "qwen3.5-122b-a10b",
+    arms: [(name: "{name}", guard: {guard})],
+)"#,
+        attackers = (agents / 10).max(1)
+    )
+}
+
+/// Peak resident set of this process in bytes (`VmHWM`), if the kernel says.
+fn peak_rss() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb: u64 = s.lines().find(|l| l.starts_with("VmHWM:"))?.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Child: one run; prints `wall_seconds peak_rss_bytes decisions`.
+fn child(topology: &str, agents: u32, tasks: u32, arm: usize) -> Result<(), String> {
+    let text = scenario(topology, agents, tasks, arm);
+    let path = std::path::Path::new("scenarios/scale/generated.ron");
+    let ls = memlink::scenario::load_str(&text, path).map_err(|e| e.to_string())?;
+    let t = Instant::now();
+    let r = memlink::run::run_scenario(&ls, 42);
+    let wall = t.elapsed().as_secs_f64();
+    let decisions = u64::from(tasks) * u64::from(agents) * 3;
+    assert_eq!(r.arms.len(), 1);
+    println!("{wall} {} {decisions}", peak_rss().unwrap_or(0));
+    Ok(())
+}
+
+/// Least-squares slope of log y on log x.
+fn slope(points: &[(f64, f64)]) -> Option<f64> {
+    if points.len() < 2 {
+        return None;
+    }
+    let n = points.len() as f64;
+    let (lx, ly): (Vec<f64>, Vec<f64>) = points.iter().map(|(x, y)| (x.ln(), y.ln())).unzip();
+    let (mx, my) = (lx.iter().sum::<f64>() / n, ly.iter().sum::<f64>() / n);
+    let sxy: f64 = lx.iter().zip(&ly).map(|(x, y)| (x - mx) * (y - my)).sum();
+    let sxx: f64 = lx.iter().map(|x| (x - mx) * (x - mx)).sum();
+    (sxx > 0.0).then(|| sxy / sxx)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--child") {
+        let parse = |i: usize| args.get(i).and_then(|s| s.parse::<u32>().ok()).unwrap_or(0);
+        if let Err(e) = child(&args[2], parse(3), parse(4), parse(5) as usize) {
+            eprintln!("error: {e}");
+            std::process::exit(2);
+        }
+        return;
+    }
+    let tasks: u32 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(20);
+    let sizes: Vec<u32> = args
+        .get(2)
+        .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![100, 1_000, 10_000]);
+    let exe = std::env::current_exe().expect("own path");
+    println!("| topology | arm | agents | tasks | agent-decisions | wall (s) | µs/decision | peak RSS (MB) |");
+    println!("|---|---|---|---|---|---|---|---|");
+    let mut slopes = Vec::new();
+    for (label, topology) in TOPOLOGIES {
+        for (arm, (arm_name, _)) in ARMS.iter().enumerate() {
+            let mut points = Vec::new();
+            for &n in &sizes {
+                let out = Command::new(&exe)
+                    .args(["--child", topology, &n.to_string(), &tasks.to_string(), &arm.to_string()])
+                    .output()
+                    .expect("child runs");
+                let text = String::from_utf8_lossy(&out.stdout);
+                let f: Vec<f64> = text.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+                if !out.status.success() || f.len() != 3 {
+                    println!(
+                        "| {label} | {arm_name} | {n} | {tasks} | – | refused or failed: {} |  |  |",
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    );
+                    continue;
+                }
+                let (wall, rss, decisions) = (f[0], f[1], f[2]);
+                points.push((decisions, wall));
+                println!(
+                    "| {label} | {arm_name} | {n} | {tasks} | {decisions:.0} | {wall:.2} | {:.1} | {:.0} |",
+                    1e6 * wall / decisions,
+                    rss / 1e6
+                );
+            }
+            slopes.push((label, *arm_name, slope(&points)));
+        }
+    }
+    println!();
+    for (label, arm, s) in slopes {
+        match s {
+            Some(s) => println!("log-log slope of wall time against agent-decisions, {label}, {arm}: {s:.2}"),
+            None => println!("log-log slope, {label}, {arm}: fewer than two sizes ran"),
+        }
+    }
+}
