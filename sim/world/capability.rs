@@ -106,7 +106,8 @@ impl World<'_> {
 
     /// The adaptive attacker's choice for write `w` ([`Adaptive`]).
     fn adapt(&mut self, a: &Adaptive, w: PoisonWrite, task: u32, target: u8) -> PoisonWrite {
-        let variants = self.variants(&w, task, target);
+        // The black-box attacker knows nothing of the guard: its menu is not scored.
+        let variants = self.variants(&w, task, target, a.mode == AdaptMode::WhiteBox);
         let eligible: Vec<&Variant> = variants.iter().filter(|v| v.persuasion >= a.persuasion_floor).collect();
         let chosen = match a.mode {
             AdaptMode::WhiteBox => {
@@ -142,9 +143,10 @@ impl World<'_> {
         PoisonWrite { item: v.item.clone(), scope: w.scope, owner: w.owner }
     }
 
-    /// The menu of variants of `w`, each with the attacker's persuasion estimate and, scored by
-    /// its own copy of MAPLE-Guard at the paper's defaults, whether it passes and its risk.
-    fn variants(&mut self, w: &PoisonWrite, task: u32, target: u8) -> Vec<Variant> {
+    /// The menu of variants of `w`, each with the attacker's persuasion estimate and, when
+    /// `score` (the white-box attacker), scored by its own copy of MAPLE-Guard at the paper's
+    /// defaults: whether it passes, its risk, and half the persuasion when the copy rewrites it.
+    fn variants(&mut self, w: &PoisonWrite, task: u32, target: u8, score: bool) -> Vec<Variant> {
         let wl = self.workload.clone();
         let t = &wl.tasks()[task as usize];
         let cfg = MapleConfig::default();
@@ -171,6 +173,11 @@ impl World<'_> {
                 if !forgery.fields.is_empty() {
                     forgery.apply(&mut item, &t.id, benign, self.scn.agents);
                 }
+                let label = format!("{wording:?}+{}", forgery_label(&forgery.fields));
+                if !score {
+                    out.push(Variant { item, label, persuasion, passes: false, risk: 0.0 });
+                    continue;
+                }
                 // The attacker's copy of the pipeline: derive, write and promotion gates, then
                 // the read firewall on this task's query.
                 let mut probe = item.clone();
@@ -182,7 +189,6 @@ impl World<'_> {
                 let read = crate::guard::maple::read_score(&probe, &st.query, sim, 0.0, reader, &cfg);
                 let passes = stored && read.decision.action != crate::guard::maple::Action::Block;
                 let persuasion = if verdict.rewritten { persuasion / 2 } else { persuasion };
-                let label = format!("{wording:?}+{}", forgery_label(&forgery.fields));
                 out.push(Variant { item, label, persuasion, passes, risk: read.risk.total });
             }
         }
