@@ -3,6 +3,7 @@
 //! ```sh
 //! cargo run --release --example scale                 # 100, 1,000, 10,000 agents, 20 tasks
 //! cargo run --release --example scale -- 20 100,1000  # tasks, sizes
+//! cargo run --release --example scale -- 200 10000 32:lru  # and a store capacity
 //! ```
 //!
 //! For each topology (Barabási–Albert m = 2, and a sparse Erdős–Rényi graph of mean degree 4),
@@ -11,7 +12,9 @@
 //! that arm's alone (`VmHWM`). It prints a row per run — agent-decisions (tasks × agents ×
 //! rounds), wall seconds, µs per decision, peak RSS — and, per topology and arm, the log-log
 //! slope of wall time against agent-decisions over the sizes (1.0: linear). Wall clock on a
-//! shared machine: compare rows of one run, not across days.
+//! shared machine: compare rows of one run, not across days. A third argument `N:policy`
+//! (`fifo`, `lru` or `lowestq`) bounds every store at N items (`protocol.capacity`, off in the
+//! paper's runs).
 
 use std::process::Command;
 use std::time::Instant;
@@ -23,13 +26,24 @@ const TOPOLOGIES: [(&str, &str); 2] = [("ba2", "BarabasiAlbert(2)"), ("sparse", 
 const ARMS: [(&str, &str); 2] = [("No Defense", "NoDefense"), ("MAPLE-Guard", "Maple(())")];
 
 /// The scenario text of one run (the sparse graph's p gives a mean degree of 4).
-fn scenario(topology: &str, agents: u32, tasks: u32, arm: usize) -> String {
+fn scenario(topology: &str, agents: u32, tasks: u32, arm: usize, capacity: &str) -> String {
     let topo = if topology == "RANDOM" {
         format!("Random(Some({:.6}))", (4.0 / f64::from(agents - 1)).min(1.0))
     } else {
         topology.to_string()
     };
     let (name, guard) = ARMS[arm];
+    let capacity = match capacity.split_once(':') {
+        Some((n, policy)) => {
+            let policy = match policy {
+                "fifo" => "Fifo",
+                "lru" => "Lru",
+                _ => "LowestQ",
+            };
+            format!(", capacity: Some((items: {n}, policy: {policy}))")
+        }
+        None => String::new(),
+    };
     format!(
         r#"(
     name: "scale",
@@ -40,7 +54,7 @@ fn scenario(topology: &str, agents: u32, tasks: u32, arm: usize) -> String {
     topology: {topo},
     workload: Mmlu((tasks: {tasks}, pool: 500)),
     attack: Minja(()),
-    protocol: (rounds: 3, top_k: 3, handoffs: true),
+    protocol: (rounds: 3, top_k: 3, handoffs: true{capacity}),
     backbone: "qwen3.5-122b-a10b",
     arms: [(name: "{name}", guard: {guard})],
 )"#,
@@ -56,8 +70,8 @@ fn peak_rss() -> Option<u64> {
 }
 
 /// Child: one run; prints `wall_seconds peak_rss_bytes decisions`.
-fn child(topology: &str, agents: u32, tasks: u32, arm: usize) -> Result<(), String> {
-    let text = scenario(topology, agents, tasks, arm);
+fn child(topology: &str, agents: u32, tasks: u32, arm: usize, capacity: &str) -> Result<(), String> {
+    let text = scenario(topology, agents, tasks, arm, capacity);
     let path = std::path::Path::new("scenarios/scale/generated.ron");
     let ls = memlink::scenario::load_str(&text, path).map_err(|e| e.to_string())?;
     let t = Instant::now();
@@ -86,7 +100,8 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("--child") {
         let parse = |i: usize| args.get(i).and_then(|s| s.parse::<u32>().ok()).unwrap_or(0);
-        if let Err(e) = child(&args[2], parse(3), parse(4), parse(5) as usize) {
+        let capacity = args.get(6).map_or("", String::as_str);
+        if let Err(e) = child(&args[2], parse(3), parse(4), parse(5) as usize, capacity) {
             eprintln!("error: {e}");
             std::process::exit(2);
         }
@@ -97,6 +112,17 @@ fn main() {
         .get(2)
         .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![100, 1_000, 10_000]);
+    let capacity = args.get(3).cloned().unwrap_or_default();
+    if !capacity.is_empty() {
+        let ok = capacity
+            .split_once(':')
+            .is_some_and(|(n, p)| n.parse::<usize>().is_ok_and(|n| n > 0) && ["fifo", "lru", "lowestq"].contains(&p));
+        if !ok {
+            eprintln!("error: capacity: expected N:fifo, N:lru or N:lowestq with N >= 1, got `{capacity}`");
+            std::process::exit(2);
+        }
+        println!("store capacity {capacity}\n");
+    }
     let exe = std::env::current_exe().expect("own path");
     println!("| topology | arm | agents | tasks | agent-decisions | wall (s) | µs/decision | peak RSS (MB) |");
     println!("|---|---|---|---|---|---|---|---|");
@@ -106,7 +132,7 @@ fn main() {
             let mut points = Vec::new();
             for &n in &sizes {
                 let out = Command::new(&exe)
-                    .args(["--child", topology, &n.to_string(), &tasks.to_string(), &arm.to_string()])
+                    .args(["--child", topology, &n.to_string(), &tasks.to_string(), &arm.to_string(), &capacity])
                     .output()
                     .expect("child runs");
                 let text = String::from_utf8_lossy(&out.stdout);

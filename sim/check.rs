@@ -643,7 +643,7 @@ impl Check {
         );
         write_atomic(&file, &format!("{header}{body}\n"))?;
         let item = match &violation.item {
-            Some((id, _)) if (*id as usize) < bank.len() => {
+            Some((id, _)) if bank.try_get(*id).is_some() => {
                 let it = bank.get(*id);
                 let input = crate::explain::ExplainInput::of_item(it, bank.location(*id) == StoreKind::Shared);
                 let ifile = out.join(format!("{invariant}.item.ron"));

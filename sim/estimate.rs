@@ -6,8 +6,10 @@
 //! The model follows the protocol's writes (spec §5.2–§5.6): every directed edge carries one
 //! handoff memory per round after the first; every benign agent writes one outcome memory per
 //! task; the INFA harness writes one round memory per agent and round; LongMemEval commits its
-//! haystack before every task; the attack writes a few payloads per attacker. Items are never
-//! deleted within a run, so the live set is their sum. The bytes per item are measured (a
+//! haystack before every task; the attack writes a few payloads per attacker. Without a store
+//! capacity items are never deleted within a run, so the live set is their sum; with one
+//! (`protocol.capacity`) it is at most every store's bound plus one task's writes, and each
+//! item ever written still costs its id's bookkeeping ([`BYTES_PER_ID`]). The bytes per item are measured (a
 //! handoff memory with its texts, features, embedding and store entries: ~2.4 KiB on the
 //! Barabási–Albert scale runs of the scale issue, 3.7–4.1 GB for 1.6 M handoffs).
 
@@ -17,6 +19,9 @@ use crate::workload::WorkloadConfig;
 
 /// Bytes one memory item costs, all its copies and indexes included (measured; see the module).
 pub const BYTES_PER_ITEM: f64 = 2_560.0;
+/// Bytes every id ever written keeps after its item is released under a capacity (its slot,
+/// status and place, and the evaluator's record when it is poison).
+pub const BYTES_PER_ID: f64 = 96.0;
 /// Bytes per directed edge of the communication graph (adjacency in both directions, the
 /// petgraph build, per-edge handoff state).
 pub const BYTES_PER_EDGE: f64 = 96.0;
@@ -32,6 +37,8 @@ pub struct Estimate {
     pub edges: f64,
     /// Memory items written over the run.
     pub items: f64,
+    /// Memory items held at once at most (`items` without a capacity).
+    pub live: f64,
     /// Peak bytes of one arm's run.
     pub bytes: f64,
     /// Agent-decisions (answers) of one arm.
@@ -78,19 +85,28 @@ impl Estimate {
         // Payloads: a private and a shared copy per attacker and task at most.
         per_task += 2.0 * n.min(attackers(s));
         let items = tasks * per_task;
+        let live = match &p.capacity {
+            Some(c) => {
+                let stores = (n + 1.0) * c.items as f64 + c.shared_items.unwrap_or(c.items) as f64;
+                items.min(stores + per_task)
+            }
+            None => items,
+        };
+        let ids = if p.capacity.is_some() { items * BYTES_PER_ID } else { 0.0 };
         let turns = if s.workload.infa_harness() { rounds.max(1.0) } else { rounds };
-        let mut bytes = BASE_BYTES + items * BYTES_PER_ITEM + edges * BYTES_PER_EDGE + tasks * BYTES_PER_TASK;
+        let mut bytes = BASE_BYTES + live * BYTES_PER_ITEM + ids + edges * BYTES_PER_EDGE + tasks * BYTES_PER_TASK;
         if let Timing::Async { .. } = s.timing {
             // Pending events: at most one per edge and agent in flight.
             bytes += (edges + n) * 64.0;
         }
-        Estimate { edges, items, bytes, decisions: tasks * turns * n }
+        Estimate { edges, items, live, bytes, decisions: tasks * turns * n }
     }
 
     /// One line for `validate`.
     pub fn describe(&self) -> String {
+        let live = if self.live < self.items { format!(" ({} held at once)", si(self.live)) } else { String::new() };
         format!(
-            "estimated per arm: {} memory items, {} peak, {} agent-decisions",
+            "estimated per arm: {} memory items{live}, {} peak, {} agent-decisions",
             si(self.items),
             bytes(self.bytes),
             si(self.decisions)
@@ -161,7 +177,8 @@ pub fn check_fits(s: &Scenario, limit: f64) -> std::result::Result<Estimate, Str
         return Err(format!(
             "a run that fits in memory: this one needs an estimated {} per arm ({} memory items: {} edges' \
              handoffs over {} rounds, {} tasks, {} agents) and the limit is {} (80% of RAM, or MEMLINK_MAX_MEMORY). \
-             Turn down `agents`, `tasks` or `rounds`, choose a sparser `topology`, or set `protocol.handoffs: false`",
+             Turn down `agents`, `tasks` or `rounds`, choose a sparser `topology`, set `protocol.handoffs: false`, \
+             or bound the stores with `protocol.capacity`",
             bytes(e.bytes),
             si(e.items),
             si(e.edges),

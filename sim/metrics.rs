@@ -56,7 +56,7 @@ pub fn label_handoff(
     sender_is_attacker: bool,
     reported: &[(ItemId, bool)],
     task: u32,
-    task_target: Option<(u8, &[Sym])>,
+    task_target: Option<(u8, &std::rc::Rc<[Sym]>)>,
     now: u64,
 ) -> Option<PoisonRecord> {
     let poisoned = reported.iter().find_map(|(id, _)| oracle.poison(*id, &ACCESS));
@@ -68,8 +68,8 @@ pub fn label_handoff(
         .any(|(id, verbatim)| *verbatim && oracle.poison(*id, &ACCESS).is_some_and(|p| p.carries_payload));
     let (target, tokens, attack) = match (poisoned, task_target) {
         (Some(p), _) => (p.target, p.target_tokens.clone(), p.attack),
-        (None, Some((t, tok))) => (t, tok.to_vec(), "attacker_handoff"),
-        (None, None) => (0, Vec::new(), "attacker_handoff"),
+        (None, Some((t, tok))) => (t, tok.clone(), "attacker_handoff"),
+        (None, None) => (0, std::rc::Rc::from(Vec::new()), "attacker_handoff"),
     };
     Some(PoisonRecord {
         origin: PoisonOrigin::Handoff,
@@ -467,7 +467,7 @@ impl Recorder {
                         Some(p.target)
                     } else {
                         let f =
-                            crate::text::TextFeatures { claim_tokens: p.target_tokens.clone(), ..Default::default() };
+                            crate::text::TextFeatures { claim_tokens: p.target_tokens.to_vec(), ..Default::default() };
                         stance(&f, option_tokens).map(|s| s.0)
                     };
                     t.is_some() && t == o.answer
@@ -522,7 +522,7 @@ impl Recorder {
             written += 1;
             handoffs += u64::from(p.origin == PoisonOrigin::Handoff);
             messages += u64::from(p.origin == PoisonOrigin::AttackerMessage);
-            active += u64::from(bank.get(id).status == Status::Active);
+            active += u64::from(bank.status(id) == Status::Active);
         }
         let rounds = self
             .rounds
@@ -557,10 +557,10 @@ impl Recorder {
         store_sizes.insert("private".to_string(), private as u64);
         store_sizes.insert("shared".to_string(), bank.shared_store().len() as u64);
         store_sizes.insert("quarantine".to_string(), bank.quarantine_store().len() as u64);
-        store_sizes.insert(
-            "rejected".to_string(),
-            bank.items().iter().filter(|i| i.status == Status::Rejected).count() as u64,
-        );
+        store_sizes.insert("rejected".to_string(), bank.rejected());
+        if bank.capacity().is_some() {
+            store_sizes.insert("evicted".to_string(), bank.evicted());
+        }
         ArmSummary {
             arm: ctx.arm,
             guard: ctx.guard,

@@ -30,8 +30,9 @@ pub struct PoisonRecord {
     pub attack: &'static str,
     /// Task the poison was planted for.
     pub task: u32,
-    /// Tokens of the target answer text (mapped onto later tasks' options).
-    pub target_tokens: Vec<Sym>,
+    /// Tokens of the target answer text (mapped onto later tasks' options), shared by every
+    /// record of one task's target (a run can hold millions of handoff records).
+    pub target_tokens: std::rc::Rc<[Sym]>,
     /// Target option index in the planting task.
     pub target: u8,
     /// Commit time in ticks.

@@ -232,6 +232,11 @@ pub struct Protocol {
     /// Which memories reach the gates and the top-k: the reference harness's routing, and the
     /// details its released code leaves open (see [`Routing`]).
     pub routing: Routing,
+    /// A bound on every store's size with an eviction policy (issue 20; see
+    /// [`crate::memory::Capacity`]). `None`, the default and the paper's, keeps every item
+    /// ever written. Needs lockstep timing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<crate::memory::Capacity>,
 }
 
 /// Which candidates a guard receives from the memory backend (spec §3.3, C5).
@@ -354,6 +359,7 @@ impl Default for Protocol {
             same_task_scope: false,
             dedupe_shared_poison: true,
             routing: Routing::default(),
+            capacity: None,
         }
     }
 }
@@ -617,6 +623,17 @@ impl Scenario {
         }
         if !(0.0..=1.0).contains(&p.epsilon) {
             return bad("epsilon", format!("a probability in [0, 1], got {}", p.epsilon));
+        }
+        if let Some(c) = &p.capacity {
+            c.validate().or_else(|(f, e)| bad(&f, e))?;
+            if !matches!(self.timing, Timing::Lockstep) {
+                return bad(
+                    "capacity",
+                    "lockstep timing with a store capacity (under async timing a late handoff can still refer to an \
+                     evicted item, so eviction is not supported there yet)"
+                        .into(),
+                );
+            }
         }
         if !(0.0..=1.0).contains(&p.promotion.rate) {
             return bad("rate", format!("a probability in [0, 1], got {}", p.promotion.rate));

@@ -57,14 +57,13 @@ fn a_message_guard_plugs_in_and_changes_the_vote_only_through_outputs() {
     assert_ne!(run.summary.trace_hash, base.summary.trace_hash);
     // The guard has no way to write: every stored item comes from the world's own writers.
     let writers = ["mem_seed_", "round_dialogue_", "benign_stream_"];
-    assert!(insp.bank.items().iter().all(|it| writers.iter().any(|w| it.name.starts_with(w))));
+    assert!(insp.bank.live_items().all(|it| writers.iter().any(|w| it.name.starts_with(w))));
     // Memories that do not depend on the vote are the same in both runs for the first task
     // (the attack's payloads, the handoffs, the outcome memories of agents that still spoke)…
     let silenced =
         |name: &str| (0..6).any(|a| name.starts_with("benign_stream_0_") && name.ends_with(&format!("_agent_{a}")));
     let first_task = |b: &memlink::memory::MemoryBank| -> Vec<(String, String)> {
-        b.items()
-            .iter()
+        b.live_items()
             .filter(|it| it.origin_task == 0 && !it.name.starts_with("benign_stream_team_"))
             .filter(|it| !silenced(&it.name))
             .map(|it| (it.name.clone(), it.experience.clone()))
@@ -74,7 +73,7 @@ fn a_message_guard_plugs_in_and_changes_the_vote_only_through_outputs() {
     assert_eq!(first_task(&insp.bank), first_task(&base_insp.bank));
     // …while a removed output leaves no answer to consolidate: silenced benign agents wrote no
     // outcome memory, which they do in the undefended run.
-    let outcome = |b: &memlink::memory::MemoryBank| b.items().iter().filter(|it| silenced(&it.name)).count();
+    let outcome = |b: &memlink::memory::MemoryBank| b.live_items().filter(|it| silenced(&it.name)).count();
     assert_eq!(outcome(&insp.bank), 0);
     assert!(outcome(&base_insp.bank) > 0);
 }

@@ -96,7 +96,7 @@ fn communication_guards_never_touch_memory() {
         assert_eq!(g.stage(), GuardStage::Message, "{}", arm.name);
         // On every item of a real bank: commits change nothing, reads score as undefended,
         // the broker lets everything through.
-        for it in insp.bank.items() {
+        for it in insp.bank.live_items() {
             for scope in [Scope::Private, Scope::Team] {
                 let mut copy = it.clone();
                 let before = format!("{copy:?}");
@@ -303,7 +303,7 @@ fn a_stack_blocks_whatever_any_member_blocks() {
     let r = Reader { agent: 4, task_class: "mmlu" };
     let c = Cluster { share: 0.5, keyed: 2 };
     let mut blocked = 0;
-    for it in insp.bank.items().iter().filter(|it| it.is_active()) {
+    for it in insp.bank.live_items().filter(|it| it.is_active()) {
         let (m, p, s) = (maple.score(it, &q, 0.3, c, r), pi.score(it, &q, 0.3, c, r), stack.score(it, &q, 0.3, c, r));
         assert_eq!(s.blocked.is_some(), m.blocked.is_some() || p.blocked.is_some());
         assert_eq!(s.score, m.score, "MAPLE-Guard ranks in the stack");

@@ -31,7 +31,7 @@ fn message_attacks_plant_nothing_and_reach_memory_only_through_round_memories() 
         }
         let (_, insp) = World::new(&ls.scenario, &ls.profile, &ls.scenario.arms[0], 3, false).run_inspected();
         let stored: Vec<_> =
-            insp.bank.items().iter().filter(|it| it.memory_type.ends_with("_communication_response")).collect();
+            insp.bank.live_items().filter(|it| it.memory_type.ends_with("_communication_response")).collect();
         assert_eq!(stored.len(), 6 * 4 * 8, "every agent's output, every turn");
         assert!(stored.iter().all(|it| it.scope == Scope::Team && it.allowed_agents.is_empty()));
     }
@@ -45,8 +45,7 @@ fn round_memory_metadata_follows_the_text_unless_the_reference_leak_is_asked_for
         s.scenario.protocol.reference_attacker_metadata = leak;
         let (_, insp) = World::new(&s.scenario, &s.profile, &s.scenario.arms[0], 3, false).run_inspected();
         insp.bank
-            .items()
-            .iter()
+            .live_items()
             .filter(|it| it.memory_type == "infa_pi_communication_response")
             .map(|it| (it.name.clone(), it.source_type.clone(), it.experience.clone()))
             .collect::<Vec<_>>()
@@ -93,7 +92,7 @@ fn round_memories_follow_the_reference_template() {
     let (_, insp) = World::new(&ls.scenario, &ls.profile, &ls.scenario.arms[0], 3, false).run_inspected();
     let stream = ls.scenario.workload.generate(&memlink::engine::Streams::new(3));
     let mut seen = (0, 0, 0);
-    for it in insp.bank.items().iter().filter(|it| it.memory_type == "infa_pi_communication_response") {
+    for it in insp.bank.live_items().filter(|it| it.memory_type == "infa_pi_communication_response") {
         let task = &stream.tasks()[it.origin_task as usize];
         let agent = match it.writer {
             memlink::memory::Writer::Agent(a) => a,
@@ -121,7 +120,7 @@ fn round_memories_follow_the_reference_template() {
     let mut raw = ls.clone();
     raw.scenario.protocol.routing.round_memory = memlink::scenario::RoundMemoryText::RawOutput;
     let (_, old) = World::new(&raw.scenario, &raw.profile, &raw.scenario.arms[0], 3, false).run_inspected();
-    assert!(old.bank.items().iter().any(|it| it.memory_type == "round_dialogue_memory" && it.retrieval_key.is_none()));
+    assert!(old.bank.live_items().any(|it| it.memory_type == "round_dialogue_memory" && it.retrieval_key.is_none()));
 }
 
 /// A round memory is retrieved by its key, the question, so a same-task memory scores

@@ -21,7 +21,7 @@ fn the_haystack_is_trusted_shared_memory_that_no_gate_touches() {
     let ls = small(6);
     for arm in &ls.scenario.arms {
         let (run, insp) = World::new(&ls.scenario, &ls.profile, arm, 3, false).run_inspected();
-        let hay: Vec<_> = insp.bank.items().iter().filter(|it| it.writer == Writer::User).collect();
+        let hay: Vec<_> = insp.bank.live_items().filter(|it| it.writer == Writer::User).collect();
         assert_eq!(hay.len(), 6 * 12);
         assert!(hay.iter().all(|it| it.status == Status::Active && insp.bank.location(it.id) == StoreKind::Shared));
         assert!(hay.iter().all(|it| it.source_type == "longmemeval_user_history_seed" && it.trust == 0.90));

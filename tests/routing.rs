@@ -30,7 +30,7 @@ fn inspect(ls: &LoadedScenario, arm_name: &str) -> Inspection {
 
 /// Candidates handed to scoring, over the whole run (each retrieval adds its pool).
 fn scored(insp: &Inspection) -> u64 {
-    insp.bank.items().iter().map(|it| u64::from(it.retrieved_count)).sum()
+    insp.bank.live_items().map(|it| u64::from(it.retrieved_count)).sum()
 }
 
 fn retrievals(insp: &Inspection) -> u64 {
@@ -77,7 +77,7 @@ fn strict_outcome_memories_depend_on_every_round_read() {
         let mut covered = 0;
         let mut total = 0;
         for it in
-            insp.bank.items().iter().filter(|it| it.name.starts_with("benign_stream_") && !it.name.contains("_team_"))
+            insp.bank.live_items().filter(|it| it.name.starts_with("benign_stream_") && !it.name.contains("_team_"))
         {
             let Writer::Agent(a) = it.writer else { continue };
             let read: Vec<String> =
@@ -106,8 +106,7 @@ fn received_labels_spread_taint() {
     let tainted = |ls: &LoadedScenario| {
         let insp = inspect(ls, "No Defense");
         insp.bank
-            .items()
-            .iter()
+            .live_items()
             .filter(|it| it.writer != Writer::External && it.taint != memlink::memory::Taint::Clean)
             .count()
     };
@@ -125,7 +124,7 @@ fn promotion_text_names_the_class_and_five_ids() {
     ls.scenario.protocol.promotion.rate = 1.0;
     let insp = inspect(&ls, "No Defense");
     let promoted: Vec<&MemoryItem> =
-        insp.bank.items().iter().filter(|it| it.memory_type == "team_promoted_agent_experience").collect();
+        insp.bank.live_items().filter(|it| it.memory_type == "team_promoted_agent_experience").collect();
     assert!(!promoted.is_empty());
     for it in promoted {
         assert!(it.experience.contains("similar APPWORLD tasks"), "{}", it.experience);
@@ -144,7 +143,7 @@ fn promotion_text_names_the_class_and_five_ids() {
 fn haystack_units_share_an_intent_and_lead_the_prompt() {
     let ls = with_tasks(common::bundled("scenarios/paper/table2/longmemeval-memorygraft.ron"), 6);
     let insp = inspect(&ls, "No Defense");
-    let hay: Vec<&MemoryItem> = insp.bank.items().iter().filter(|it| it.writer == Writer::User).collect();
+    let hay: Vec<&MemoryItem> = insp.bank.live_items().filter(|it| it.writer == Writer::User).collect();
     assert!(!hay.is_empty());
     for t in 0..6 {
         let units: Vec<&&MemoryItem> = hay.iter().filter(|it| it.origin_task == t).collect();
@@ -175,7 +174,7 @@ fn haystack_units_share_an_intent_and_lead_the_prompt() {
     }
     let insp = inspect(&old, "No Defense");
     let hay: Vec<&MemoryItem> =
-        insp.bank.items().iter().filter(|it| it.writer == Writer::User && it.origin_task == 0).collect();
+        insp.bank.live_items().filter(|it| it.writer == Writer::User && it.origin_task == 0).collect();
     assert!(hay.windows(2).any(|w| w[0].intent != w[1].intent));
 }
 

@@ -55,7 +55,7 @@ fn whole_run_invariants_hold_for_every_arm_and_memory_topology() {
                     assert_eq!(insp.bank.location(*id), StoreKind::Private(*reader));
                 }
             }
-            for it in insp.bank.items() {
+            for it in insp.bank.live_items() {
                 if it.status != Status::Active {
                     assert_eq!(it.selected_count, 0);
                     assert_eq!(it.retrieved_count, 0, "a quarantined item never reaches scoring");
@@ -132,7 +132,7 @@ fn feedback_none_freezes_reputation_and_q() {
     let s = &ls.scenario;
     let (run, insp) = World::new(s, &ls.profile, &s.arms[0], 3, false).run_inspected();
     assert_eq!(run.summary.final_reputation, 0.5);
-    for it in insp.bank.items() {
+    for it in insp.bank.live_items() {
         assert_eq!(it.success_count + it.failure_count, 0, "{}", it.name);
     }
     let full = common::load(&common::small("", 12));

@@ -8,4 +8,4 @@ mod store;
 
 pub use dense::PrescoreInput;
 pub use item::{ItemId, LINEAGE_MARKERS, LedgerTag, MemoryItem, Scope, Status, Taint, Writer, marker_bits};
-pub use store::{IntentGroup, MemoryBank, MemoryTopology, StoreKind};
+pub use store::{Capacity, Eviction, IntentGroup, MemoryBank, MemoryTopology, StoreKind};

@@ -70,13 +70,13 @@ impl Invariant for PoisonAccounted {
                             detail: format!("poison item stopped at write ({status:?}) was retrieved later"),
                         });
                     }
-                    if cx.bank.get(id).status != status {
+                    if cx.bank.status(id) != status {
                         out.push(Breach {
                             agent: None,
                             item: Some(id),
                             detail: format!(
                                 "poison item committed {status:?} ends the run {:?} without a commit",
-                                cx.bank.get(id).status
+                                cx.bank.status(id)
                             ),
                         });
                     }

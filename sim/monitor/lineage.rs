@@ -44,7 +44,7 @@ impl Invariant for SharedLineageClean {
                         detail: format!(
                             "{route:?} commit by an agent that read poison item {} ({}) this task is active in the shared store",
                             p,
-                            cx.bank.get(p).name
+                            cx.bank.try_get(p).map_or("(released)", |it| it.name.as_str())
                         ),
                     }];
                 }

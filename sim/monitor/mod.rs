@@ -272,7 +272,9 @@ impl Monitors {
                         time: at.time,
                         trace_hash: format!("{:016x}", at.hash),
                         agent: b.agent,
-                        item: b.item.map(|id| (id, cx.bank.get(id).name.clone())),
+                        item: b.item.map(|id| {
+                            (id, cx.bank.try_get(id).map_or_else(|| "(released)".to_string(), |it| it.name.clone()))
+                        }),
                         detail: b.detail,
                     });
                 }
@@ -294,7 +296,7 @@ impl Monitors {
 pub fn bank_digest(bank: &MemoryBank) -> u64 {
     let mut h = crate::engine::TraceHash::new(false);
     h.u64(bank.len() as u64);
-    for it in bank.items() {
+    for it in bank.live_items() {
         h.u64(it.status as u64);
         h.u64(it.scope as u64);
         h.f64(it.utility_q);

@@ -39,7 +39,7 @@ impl World<'_> {
         let st = TaskState {
             task,
             target: None,
-            target_tokens: Vec::new(),
+            target_tokens: Rc::from(Vec::new()),
             priors,
             selected: vec![vec![Vec::new(); n]; rounds],
             answers: vec![vec![None; n]; rounds],
@@ -84,7 +84,7 @@ impl World<'_> {
                 }
             };
             st.target = Some(target);
-            st.target_tokens = st.option_tokens[target as usize].clone();
+            st.target_tokens = st.option_tokens[target as usize].clone().into();
             if let crate::attack::AttackConfig::Minja(m) = &self.scn.attack
                 && m.activation
             {

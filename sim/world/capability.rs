@@ -250,6 +250,11 @@ impl World<'_> {
         }
     }
 
+    /// Drops released sleepers (evicted from a full store: the plant is lost).
+    pub(super) fn forget_sleepers(&mut self, gone: &rustc_hash::FxHashSet<ItemId>) {
+        self.capstate.sleepers.retain(|id| !gone.contains(id));
+    }
+
     /// Notes a promotion of task `task` whose lineage names `retrieved`: the first one that
     /// names a sleeper gives the time to promotion.
     pub(super) fn note_promotion(&mut self, task: u32, retrieved: &[String]) {

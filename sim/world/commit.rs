@@ -73,7 +73,7 @@ impl World<'_> {
 
     /// The evaluator's record of an attacker-caused write of task `task` targeting `target`
     /// (direct, laundered or a compromised summary: the attack wrote it).
-    pub(super) fn direct_record(&self, task: u32, target: u8, target_tokens: Vec<Sym>, carries: bool) -> PoisonRecord {
+    pub(super) fn direct_record(&self, task: u32, target: u8, target_tokens: Rc<[Sym]>, carries: bool) -> PoisonRecord {
         PoisonRecord {
             origin: PoisonOrigin::Direct,
             attack: self.scn.attack.family(),

@@ -114,6 +114,26 @@ impl World<'_> {
         self.promote(t, &st, final_answer, success);
         self.sleeper_outcome(&st, truth.gold);
         self.recorder.end_task(&self.oracle, task, final_answer, t.poisoning, t.metric);
+        drop(st);
+        self.release_evicted();
+    }
+
+    /// Under a store capacity, releases what the task evicted or rejected (nothing refers to it
+    /// once the task has finished, under lockstep timing) and forgets what the world cached
+    /// about it.
+    fn release_evicted(&mut self) {
+        if self.bank.capacity().is_none() {
+            return;
+        }
+        let freed = self.bank.release();
+        if freed.is_empty() {
+            return;
+        }
+        let gone: rustc_hash::FxHashSet<ItemId> = freed.into_iter().collect();
+        self.shown_embeddings.retain(|id, _| !gone.contains(id));
+        self.history_overlap.retain(|id, _| !gone.contains(id));
+        self.body_texts.retain(|(id, _), _| !gone.contains(id));
+        self.forget_sleepers(&gone);
     }
 
     /// The one candidate answer the trusted user-history rounds selected by benign agents in

@@ -86,7 +86,7 @@ impl World<'_> {
                 self.is_attacker[src as usize],
                 &reported,
                 task,
-                self.targets.get(&task).map(|(t, tok)| (*t, tok.as_slice())),
+                self.targets.get(&task).map(|(t, tok)| (*t, tok)),
                 now,
             )
         });

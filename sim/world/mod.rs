@@ -154,7 +154,7 @@ type TaskFragments = (u32, Rc<Fragment>, Rc<str>, Rc<Fragment>);
 struct TaskState {
     task: u32,
     target: Option<u8>,
-    target_tokens: Vec<Sym>,
+    target_tokens: Rc<[Sym]>,
     priors: Vec<Vec<f64>>,
     /// [round][agent] selected (item, sim)
     selected: Vec<Vec<Vec<(ItemId, f64)>>>,
@@ -196,6 +196,8 @@ type Candidates = Rc<Vec<(f64, ItemId)>>;
 
 /// One store's cached backend candidates within a task.
 struct StoreCache {
+    /// The store's eviction count when the cache was built.
+    evictions: u64,
     groups: usize,
     items: usize,
     top: Vec<(f64, usize)>,
@@ -206,6 +208,7 @@ struct StoreCache {
 impl Default for StoreCache {
     fn default() -> Self {
         StoreCache {
+            evictions: 0,
             groups: usize::MAX,
             items: usize::MAX,
             top: Vec::new(),
@@ -294,7 +297,7 @@ pub struct World<'a> {
     reputation: f64,
     cur: Option<TaskState>,
     /// Each poisoned task's target option and its tokens, by task.
-    targets: std::collections::BTreeMap<u32, (u8, Vec<Sym>)>,
+    targets: std::collections::BTreeMap<u32, (u8, Rc<[Sym]>)>,
     arm_name: String,
     inspection: Option<Inspection>,
     monitors: Option<Monitors>,
@@ -407,6 +410,8 @@ impl<'a> World<'a> {
         let capacity = expected_items(scn, &graph);
         let framing = memory_framing(scn, guard.as_ref());
         let pool = retrieve::Pool::of(scn, guard.as_ref());
+        let mut bank = MemoryBank::with_capacity(scn.agents as usize, scn.embedding_dim, capacity);
+        bank.set_capacity(scn.protocol.capacity);
         World {
             scn,
             streams,
@@ -422,7 +427,7 @@ impl<'a> World<'a> {
             workload,
             lex,
             embedder,
-            bank: MemoryBank::with_capacity(scn.agents as usize, scn.embedding_dim, capacity),
+            bank,
             intent_cache: HashMap::default(),
             key_embeddings: HashMap::default(),
             shown_embeddings: HashMap::default(),
@@ -688,7 +693,13 @@ fn observe(
 /// after the first, outcome memories, poison copies, promotions), to size the arena once.
 fn expected_items(scn: &Scenario, graph: &CommGraph) -> usize {
     let per_task = graph.edge_count() * scn.protocol.rounds.saturating_sub(1) as usize + scn.agents as usize + 8;
-    (scn.workload.tasks() as usize * per_task).min(1 << 22)
+    let written = scn.workload.tasks() as usize * per_task;
+    // Under a capacity the slots in use stay within the stores' bounds and one task's writes.
+    let live = scn.protocol.capacity.map_or(written, |c| {
+        let stores = (scn.agents as usize + 1).saturating_mul(c.items);
+        stores.saturating_add(c.shared_items.unwrap_or(c.items)).saturating_add(per_task)
+    });
+    written.min(live).min(1 << 22)
 }
 
 /// Runs one arm of a scenario with `seed`.

@@ -81,16 +81,23 @@ impl World<'_> {
     /// A store's backend candidates for the current task (spec §3.3 stage 1): similarity per
     /// intent, the top `backend_k` intents expanded to their memories, and the indices of the
     /// `top_k` best by hybrid score 0.5·z_sim + 0.5·z_q. Within a task the query and every Q are
-    /// fixed and stores only grow, so the group ranking is reused until the store gains a group
-    /// and the candidates until it gains an item; the shared store's candidates thus serve
-    /// every agent and round of the task.
+    /// fixed and stores only grow (until a capacity evicts from one: then its cache starts
+    /// afresh), so the group ranking is reused until the store gains a group and the candidates
+    /// until it gains an item; the shared store's candidates thus serve every agent and round
+    /// of the task.
     pub(super) fn store_candidates(&mut self, slot: usize, shared: bool, agent: u32) -> (Candidates, Rc<[usize]>) {
         let (_, bk) = self.pool_sizes();
         let topo = self.scn.memory_topology;
         let groups = if shared { self.bank.shared_groups() } else { self.bank.private_groups(agent) };
         let items = if shared { self.bank.shared_store().len() } else { self.bank.private_store(agent).len() };
+        let evictions = if shared { self.bank.shared_evictions() } else { self.bank.private_evictions(agent) };
         let st = self.cur.as_mut().expect("task");
         let cache = &mut st.store_cache[slot];
+        if cache.evictions != evictions {
+            // The store shrank (a capacity evicted from it): rank it afresh.
+            *cache = StoreCache { evictions, ..StoreCache::default() };
+            st.group_sims[slot].clear();
+        }
         let reader_dependent = shared && topo == MemoryTopology::RoleIsolated;
         if cache.groups == groups.len() && cache.items == items && !reader_dependent {
             return (cache.cands.clone(), cache.best.clone());
@@ -254,8 +261,8 @@ impl World<'_> {
         }
         let (pure, stamp) = (self.guard.score_is_pure(), self.memo_stamp);
         let mut pool: Vec<(ItemId, bool)> = if matches!(kind, Pool::Resorted | Pool::UnionResorted) {
-            if self.prescore_memo.len() < self.bank.len() {
-                self.prescore_memo.resize(self.bank.len(), (0, 0, 0.0));
+            if self.prescore_memo.len() < self.bank.slots() {
+                self.prescore_memo.resize(self.bank.slots(), (0, 0, 0.0));
             }
             let class_id = self.bank.class_id(class);
             // The best `backend_k` by pre-score, in one bounded pass: per store under the
@@ -282,7 +289,7 @@ impl World<'_> {
                     let (s, id) = cands[ci];
                     // The pre-score depends on the item, its intent similarity to the task's
                     // query and the reader: memoised per task like the read verdicts.
-                    let i = id as usize;
+                    let i = self.bank.slot_of(id);
                     let m = self.prescore_memo[i];
                     let p = if pure && m.0 == stamp && m.1 == agent {
                         m.2
@@ -345,11 +352,11 @@ impl World<'_> {
                 None => 0.0,
             };
             let cluster = Cluster { share, keyed };
-            let i = *id as usize;
+            let i = self.bank.slot_of(*id);
             if self.sim_memo.len() <= i {
-                self.sim_memo.resize(self.bank.len(), (0, 0.0));
+                self.sim_memo.resize(self.bank.slots(), (0, 0.0));
                 self.verdict_memo
-                    .resize(self.bank.len(), (0, 0, 0, 0, crate::guard::ReadVerdict { score: 0.0, blocked: None }));
+                    .resize(self.bank.slots(), (0, 0, 0, 0, crate::guard::ReadVerdict { score: 0.0, blocked: None }));
             }
             let stamp = self.memo_stamp;
             let sim = if self.sim_memo[i].0 == stamp {
@@ -405,6 +412,7 @@ impl World<'_> {
         }
         for &(_, _, id, _) in &top {
             self.bank.get_mut(id).selected_count += 1;
+            self.bank.touch(id);
             self.trace.u64(u64::from(id));
             if let Some(i) = self.inspection.as_mut() {
                 i.selections.push((task, round, agent, id, self.bank.get(id).status));
