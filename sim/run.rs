@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::metrics::ArmSummary;
 use crate::monitor::{MonitorReport, Monitors, Violation};
 use crate::scenario::LoadedScenario;
-use crate::world::{World, run_arm};
+use crate::world::{World, run_arm, run_arm_sharing};
 use rayon::prelude::*;
 use serde::Serialize;
 use std::path::Path;
@@ -34,8 +34,13 @@ pub struct ScenarioResult {
 /// Runs every arm of a scenario with `seed` (rayon across arms).
 pub fn run_scenario(ls: &LoadedScenario, seed: u64) -> ScenarioResult {
     let scn = &ls.scenario;
-    let arms: Vec<ArmSummary> =
-        scn.arms.par_iter().map(|arm| run_arm(scn, &ls.profile, arm, seed, false).summary).collect();
+    // The arms share one task stream (generating LongMemEval's haystacks is a tenth of a run).
+    let workload = World::workload_of(scn, seed);
+    let arms: Vec<ArmSummary> = scn
+        .arms
+        .par_iter()
+        .map(|arm| run_arm_sharing(scn, &ls.profile, arm, seed, false, workload.clone()).summary)
+        .collect();
     result_of(ls, seed, arms)
 }
 

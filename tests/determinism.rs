@@ -62,17 +62,17 @@ fn the_trace_log_matches_the_hash_and_time_never_decreases() {
     }
 }
 
-/// Every setting of the paper, every guard: the same seed gives the same bytes, twice and in 1-
-/// and 2-thread pools (reduced task counts keep it quick).
-#[test]
-fn every_setting_and_guard_is_deterministic() {
-    for (path, tasks) in [
+/// Every paper setting's Table-2 base with its task count reduced (to keep debug runs quick).
+fn reduced_settings() -> Vec<(&'static str, memlink::scenario::LoadedScenario)> {
+    [
         ("scenarios/paper/table2/mmlu-minja.ron", 8),
         ("scenarios/paper/table2/longmemeval-memorygraft.ron", 4),
         ("scenarios/paper/table2/appworld-agentpoison.ron", 30),
         ("scenarios/paper/table2/csqa-promptinject.ron", 4),
         ("scenarios/paper/table2/injectagent-toolattack.ron", 6),
-    ] {
+    ]
+    .into_iter()
+    .map(|(path, tasks)| {
         let mut ls = common::bundled(path);
         use memlink::workload::WorkloadConfig as W;
         match &mut ls.scenario.workload {
@@ -81,8 +81,36 @@ fn every_setting_and_guard_is_deterministic() {
             W::AppWorld(c) => c.tasks = tasks,
             W::InjectAgent(c) => c.tasks = tasks,
         }
+        (path, ls)
+    })
+    .collect()
+}
+
+/// Every setting of the paper, every guard: the same seed gives the same bytes, twice and in 1-
+/// and 2-thread pools (reduced task counts keep it quick).
+#[test]
+fn every_setting_and_guard_is_deterministic() {
+    for (path, ls) in reduced_settings() {
         let report = check_determinism(&ls, 11).unwrap_or_else(|e| panic!("{path}: {e}"));
         assert_eq!(report.runs.len(), 4, "{path}");
         assert_eq!(ls.scenario.arms.len(), 9);
+    }
+}
+
+/// `run_scenario` generates the task stream once and its arms share it: each arm's summary is
+/// the one the arm gets alone, generating its own.
+#[test]
+fn arms_sharing_a_task_stream_run_as_alone() {
+    for (path, ls) in reduced_settings() {
+        let shared = run_scenario(&ls, 5);
+        for (arm, summary) in ls.scenario.arms.iter().zip(&shared.arms) {
+            let alone = run_arm(&ls.scenario, &ls.profile, arm, 5, false).summary;
+            assert_eq!(
+                serde_json::to_string(&alone).unwrap(),
+                serde_json::to_string(summary).unwrap(),
+                "{path}: {}",
+                arm.name
+            );
+        }
     }
 }

@@ -424,18 +424,27 @@ const QUERY_STOPWORDS: [&str; 43] = [
 /// most three. (The reference also scores two- to four-word phrases at weight 2; the
 /// generated questions' phrases add nothing the single terms do not rank the same way.)
 pub fn query_overlap_score(question: &str, text: &str) -> f64 {
-    let lower = text.to_lowercase();
-    let mut seen: Vec<String> = Vec::new();
-    let mut score = 0.0;
-    for raw in question.split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '/' || c == '-' || c == '$')) {
-        let term = raw.trim_matches(|c: char| "'\".,?!:;()[]{}".contains(c)).to_lowercase();
-        let numeric = term.chars().any(|c| c.is_ascii_digit());
-        let word = term.chars().next().is_some_and(|c| c.is_alphabetic()) && term.chars().count() >= 4;
-        if !(numeric || word) || QUERY_STOPWORDS.contains(&term.as_str()) || seen.contains(&term) {
-            continue;
-        }
-        let hits = lower.matches(term.as_str()).count();
-        if hits > 0 {
+    QueryTerms::of(question).score(text)
+}
+
+/// A question's scoring terms for [`query_overlap_score`], parsed once to score many texts.
+#[derive(Clone, Debug, Default)]
+pub struct QueryTerms {
+    /// Each distinct term and its weight, in question order.
+    terms: Vec<(String, f64)>,
+}
+
+impl QueryTerms {
+    /// The terms of `question`.
+    pub fn of(question: &str) -> Self {
+        let mut terms: Vec<(String, f64)> = Vec::new();
+        for raw in question.split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '/' || c == '-' || c == '$')) {
+            let term = raw.trim_matches(|c: char| "'\".,?!:;()[]{}".contains(c)).to_lowercase();
+            let numeric = term.chars().any(|c| c.is_ascii_digit());
+            let word = term.chars().next().is_some_and(|c| c.is_alphabetic()) && term.chars().count() >= 4;
+            if !(numeric || word) || QUERY_STOPWORDS.contains(&term.as_str()) || terms.iter().any(|(t, _)| *t == term) {
+                continue;
+            }
             let mut w = 1.0;
             if numeric {
                 w += 1.0;
@@ -443,9 +452,21 @@ pub fn query_overlap_score(question: &str, text: &str) -> f64 {
             if term.chars().count() >= 8 {
                 w += 0.35;
             }
-            score += w * hits.min(3) as f64;
+            terms.push((term, w));
         }
-        seen.push(term);
+        QueryTerms { terms }
     }
-    score
+
+    /// The overlap score of `text` (terms summed in question order).
+    pub fn score(&self, text: &str) -> f64 {
+        let lower = text.to_lowercase();
+        let mut score = 0.0;
+        for (term, w) in &self.terms {
+            let hits = lower.matches(term.as_str()).count();
+            if hits > 0 {
+                score += w * hits.min(3) as f64;
+            }
+        }
+        score
+    }
 }

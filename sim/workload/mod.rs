@@ -12,7 +12,7 @@ mod words;
 pub use appworld::{AppWorldConfig, AppWorldWorkload};
 pub use injectagent::{InjectAgentConfig, InjectAgentWorkload};
 pub use longmemeval::{
-    HaystackLayout, HistoryRound, LongMemEvalConfig, LongMemEvalWorkload, TieOrder, heuristic_target,
+    HaystackLayout, HistoryRound, LongMemEvalConfig, LongMemEvalWorkload, QueryTerms, TieOrder, heuristic_target,
     query_overlap_score,
 };
 pub use mcq::{McqConfig, McqWorkload, StreamBuilder};

@@ -124,7 +124,8 @@ impl World<'_> {
             return;
         };
         let reference = cfg.layout == HaystackLayout::Reference;
-        let scores: Vec<f64> = units.iter().map(|h| query_overlap_score(&t.question, &h.text)).collect();
+        let terms = QueryTerms::of(&t.question);
+        let scores: Vec<f64> = units.iter().map(|h| terms.score(&h.text)).collect();
         let mut order: Vec<usize> = (0..units.len()).collect();
         if reference {
             // Sessions ranked by their overlap (the sum of their rounds'), then each session's
@@ -147,16 +148,23 @@ impl World<'_> {
         let shared_intent = format!("LongMemEval user history round relevant to question: {}", t.question);
         for i in order {
             let h = &units[i];
-            let (intent, experience) = if reference {
-                let experience = format!(
-                    "LongMemEval historical conversation round {} round {}. Use as user-history evidence for future questions when relevant. Content: {}",
-                    h.session, h.round, h.text
-                );
-                (shared_intent.clone(), experience)
+            let (intent, experience, features) = if reference {
+                // The task's intent and the unit's heading are analysed once (the heading with its
+                // numbers zeroed: standalone digits form no token and match no pattern), the
+                // content once per unit, and their features composed.
+                let heading = |s: u32, r: u32| {
+                    format!(
+                        "LongMemEval historical conversation round {s} round {r}. Use as user-history evidence for future questions when relevant. Content: "
+                    )
+                };
+                let parts = [(heading(h.session, h.round), Some(heading(0, 0))), (h.text.clone(), None)];
+                let (experience, features) = self.composed(&shared_intent, &parts);
+                (shared_intent.clone(), experience, features)
             } else {
-                (format!("User history, session {} round {}", h.session, h.round), h.text.clone())
+                let intent = format!("User history, session {} round {}", h.session, h.round);
+                let features = analyze(&intent, &h.text, &mut self.lex);
+                (intent, h.text.clone(), features)
             };
-            let features = analyze(&intent, &experience, &mut self.lex);
             let tag = Embedder::text_key(&h.text) & 0xff_ffff_ffff;
             let name = format!("lme_haystack_{}_{}_{}_{tag:010x}_shared", t.id, h.session, i);
             let mut item = MemoryItem::new(name, intent, experience, features);

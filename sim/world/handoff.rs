@@ -230,9 +230,10 @@ impl World<'_> {
     }
 
     /// Experience text and features of a memory assembled from parts given as (text, canonical
-    /// text): fragments are analysed once per canonical text and composed; debug builds assert
-    /// the result equals a whole-text scan.
-    pub(super) fn composed(&mut self, intent: &str, parts: &[(String, String)]) -> (String, TextFeatures) {
+    /// text): fragments are analysed once per canonical text and composed; a part without a
+    /// canonical text occurs once (a haystack unit's content) and is analysed without being
+    /// cached. Debug builds assert the result equals a whole-text scan.
+    pub(super) fn composed(&mut self, intent: &str, parts: &[(String, Option<String>)]) -> (String, TextFeatures) {
         let get = |this: &mut Self, key: &str, is_intent: bool| -> Rc<Fragment> {
             let cache = if is_intent { &mut this.intent_fragments } else { &mut this.part_fragments };
             if let Some(f) = cache.get(key) {
@@ -248,7 +249,13 @@ impl World<'_> {
             f
         };
         let i = get(self, intent, true);
-        let frags: Vec<Rc<Fragment>> = parts.iter().map(|(_, canonical)| get(self, canonical, false)).collect();
+        let frags: Vec<Rc<Fragment>> = parts
+            .iter()
+            .map(|(text, canonical)| match canonical {
+                Some(c) => get(self, c, false),
+                None => Rc::new(experience_fragment(text, &mut self.lex)),
+            })
+            .collect();
         let experience: String = parts.iter().map(|(text, _)| text.as_str()).collect();
         let mut features =
             if composable(&frags) { compose(&i, &frags) } else { analyze(intent, &experience, &mut self.lex) };

@@ -174,7 +174,7 @@ pub fn outcome_parts(
     choice: u8,
     gold: u8,
     feedback: FeedbackPolicy,
-) -> (String, Vec<(String, String)>) {
+) -> (String, Vec<(String, Option<String>)>) {
     if task.open_ended {
         return open_outcome_parts(task, agent, choice, gold, feedback);
     }
@@ -193,8 +193,12 @@ pub fn outcome_parts(
             if choice == gold { "correct" } else { "incorrect" }
         )
     };
-    let parts =
-        vec![(opening(agent), opening(0)), (out.clone(), out), (extracted(agent), extracted(0)), (tail.clone(), tail)];
+    let parts = vec![
+        (opening(agent), Some(opening(0))),
+        (out.clone(), Some(out)),
+        (extracted(agent), Some(extracted(0))),
+        (tail.clone(), Some(tail)),
+    ];
     (intent, parts)
 }
 
@@ -206,7 +210,7 @@ fn open_outcome_parts(
     choice: u8,
     gold: u8,
     feedback: FeedbackPolicy,
-) -> (String, Vec<(String, String)>) {
+) -> (String, Vec<(String, Option<String>)>) {
     let intent = format!("LongMemEval self experience for question: {}", task.question);
     let opening = |a: u32| format!("In task {}, Agent {a} answered: ", task.id);
     let answer = format!("{}. ", task.options[choice as usize]);
@@ -219,7 +223,7 @@ fn open_outcome_parts(
             if choice == gold { "correct" } else { "incorrect" }
         )
     };
-    (intent, vec![(opening(agent), opening(0)), (answer.clone(), answer), (tail.clone(), tail)])
+    (intent, vec![(opening(agent), Some(opening(0))), (answer.clone(), Some(answer)), (tail.clone(), Some(tail))])
 }
 
 /// A team promotion memory (spec §1.1).
