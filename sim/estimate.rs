@@ -170,6 +170,73 @@ fn parse_size(v: &str) -> Option<f64> {
     num.trim().parse::<f64>().ok().filter(|x| x.is_finite() && *x > 0.0).map(|x| x * mult)
 }
 
+/// Admission of arms by their estimated memory, process-wide: rayon runs the arms of a run, and
+/// the runs of a grid or sweep, side by side, so arms that each fit the machine could together
+/// exceed it. An arm waits until its estimate fits beside the arms running; an arm alone is
+/// always admitted (one that could never fit was refused when its scenario was loaded). Arms
+/// never hold a reservation while waiting for another, so waiting cannot deadlock. Only when
+/// and on which thread an arm runs depends on it, never its results.
+#[derive(Debug)]
+pub struct MemoryBudget {
+    limit: f64,
+    state: std::sync::Mutex<BudgetState>,
+    freed: std::sync::Condvar,
+}
+
+#[derive(Debug, Default)]
+struct BudgetState {
+    in_use: f64,
+    running: usize,
+    peak: f64,
+}
+
+impl MemoryBudget {
+    /// A budget of `limit` bytes.
+    pub fn new(limit: f64) -> Self {
+        MemoryBudget { limit, state: Default::default(), freed: Default::default() }
+    }
+
+    /// The process's budget: [`memory_limit`] (unlimited where that is unreadable; `run` and
+    /// `grid` have already refused it with a message).
+    pub fn global() -> &'static MemoryBudget {
+        static BUDGET: std::sync::OnceLock<MemoryBudget> = std::sync::OnceLock::new();
+        BUDGET.get_or_init(|| MemoryBudget::new(memory_limit().unwrap_or(f64::INFINITY)))
+    }
+
+    /// Runs `f` once `bytes` fit beside the arms already admitted.
+    pub fn run<T>(&self, bytes: f64, f: impl FnOnce() -> T) -> T {
+        {
+            // A poisoned lock only means another arm panicked; the counts are still whole.
+            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            while st.running > 0 && st.in_use + bytes > self.limit {
+                st = self.freed.wait(st).unwrap_or_else(|e| e.into_inner());
+            }
+            st.in_use += bytes;
+            st.running += 1;
+            st.peak = st.peak.max(st.in_use);
+        }
+        struct Release<'a>(&'a MemoryBudget, f64);
+        impl Drop for Release<'_> {
+            fn drop(&mut self) {
+                let mut st = self.0.state.lock().unwrap_or_else(|e| e.into_inner());
+                st.in_use -= self.1;
+                st.running -= 1;
+                if st.running == 0 {
+                    st.in_use = 0.0;
+                }
+                self.0.freed.notify_all();
+            }
+        }
+        let _release = Release(self, bytes);
+        f()
+    }
+
+    /// The most bytes admitted at once so far.
+    pub fn peak(&self) -> f64 {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).peak
+    }
+}
+
 /// Checks that one arm of `s` fits in `limit` bytes; the error says the estimate and what to turn.
 pub fn check_fits(s: &Scenario, limit: f64) -> std::result::Result<Estimate, String> {
     let e = Estimate::of(s);

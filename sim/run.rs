@@ -4,6 +4,7 @@
 
 use crate::engine::{TraceEntry, first_divergence};
 use crate::error::{Error, Result};
+use crate::estimate::{Estimate, MemoryBudget};
 use crate::metrics::ArmSummary;
 use crate::monitor::{MonitorReport, Monitors, Violation};
 use crate::scenario::LoadedScenario;
@@ -31,15 +32,22 @@ pub struct ScenarioResult {
     pub arms: Vec<ArmSummary>,
 }
 
-/// Runs every arm of a scenario with `seed` (rayon across arms).
+/// Runs every arm of a scenario with `seed` (rayon across arms; arms wait for room in the
+/// process's [`MemoryBudget`]).
 pub fn run_scenario(ls: &LoadedScenario, seed: u64) -> ScenarioResult {
+    run_scenario_within(ls, seed, MemoryBudget::global())
+}
+
+/// [`run_scenario`] admitting its arms to `budget` by their estimated memory.
+pub fn run_scenario_within(ls: &LoadedScenario, seed: u64, budget: &MemoryBudget) -> ScenarioResult {
     let scn = &ls.scenario;
     // The arms share one task stream (generating LongMemEval's haystacks is a tenth of a run).
     let workload = World::workload_of(scn, seed);
+    let bytes = Estimate::of(scn).bytes;
     let arms: Vec<ArmSummary> = scn
         .arms
         .par_iter()
-        .map(|arm| run_arm_sharing(scn, &ls.profile, arm, seed, false, workload.clone()).summary)
+        .map(|arm| budget.run(bytes, || run_arm_sharing(scn, &ls.profile, arm, seed, false, workload.clone()).summary))
         .collect();
     result_of(ls, seed, arms)
 }
@@ -138,12 +146,14 @@ pub fn run_monitored(ls: &LoadedScenario, seed: u64, extra: &[String]) -> Result
             expected: format!("invariant names among {}, got {n:?}", crate::monitor::names()),
         });
     }
+    let bytes = Estimate::of(scn).bytes;
     let runs: Vec<(ArmSummary, MonitorReport)> = scn
         .arms
         .par_iter()
         .map(|arm| {
             let m = Monitors::new(&names).expect("checked above");
-            let r = World::new(scn, &ls.profile, arm, seed, false).with_monitors(m).run();
+            let r = MemoryBudget::global()
+                .run(bytes, || World::new(scn, &ls.profile, arm, seed, false).with_monitors(m).run());
             (r.summary, r.monitor.unwrap_or_default())
         })
         .collect();

@@ -114,3 +114,27 @@ fn arms_sharing_a_task_stream_run_as_alone() {
         }
     }
 }
+
+/// Arms that each fit the machine but not side by side wait for each other: with room for one
+/// and a half arms, two threads never hold two arms at once, and the results are the bytes of
+/// an unbounded run. (With room for two, they do run side by side: the check can fail.)
+#[test]
+fn a_memory_budget_serialises_arms_that_do_not_fit_together() {
+    use memlink::estimate::{Estimate, MemoryBudget};
+    use memlink::run::run_scenario_within;
+    let ls = common::load(&common::small("", 12));
+    let bytes = Estimate::of(&ls.scenario).bytes;
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    let tight = MemoryBudget::new(1.5 * bytes);
+    let bounded = pool.install(|| run_scenario_within(&ls, 7, &tight).to_json());
+    assert!(tight.peak() <= 1.5 * bytes, "peak {} of a budget of {}", tight.peak(), 1.5 * bytes);
+    assert_eq!(tight.peak(), bytes, "one arm at a time");
+    let unbounded = pool.install(|| run_scenario(&ls, 7).to_json());
+    assert_eq!(bounded, unbounded);
+    // Room for every arm: on two threads some arms overlap (the budget does not serialise).
+    let roomy = MemoryBudget::new(100.0 * bytes);
+    for _ in 0..5 {
+        pool.install(|| run_scenario_within(&ls, 7, &roomy));
+    }
+    assert!(roomy.peak() > bytes, "two arms side by side at some point");
+}
