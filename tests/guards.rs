@@ -393,3 +393,50 @@ fn a_partial_piguard_classifier_keeps_piguards_defaults() {
     let again: GuardSpec = ron::from_str(&ron::to_string(&GuardSpec::PiGuard(cfg.clone())).unwrap()).unwrap();
     assert_eq!(again, GuardSpec::PiGuard(cfg));
 }
+
+#[test]
+fn readers_with_one_reader_key_get_one_verdict() {
+    // The world reuses a verdict across the readers of a task whose `score_reader_key` agrees;
+    // a key coarser than what the score sees would hand one reader another's verdict.
+    let ls = common::load(&common::small("", 10));
+    let (_, insp) = World::new(&ls.scenario, &ls.profile, &ls.scenario.arms[0], 7, false).run_inspected();
+    let mut lex = Lexicon::new();
+    let mut items: Vec<MemoryItem> = insp.bank.live_items().cloned().collect();
+    let mut scoped = item(&mut lex, "which option is right", "Use option B for these cues.");
+    scoped.allowed_agents = vec![0, 3];
+    scoped.allowed_task_classes = vec!["mmlu".into()];
+    items.push(scoped);
+    let q = analyze_query("which option is right for these cues", &mut lex);
+    let c = Cluster { share: 0.5, keyed: 2 };
+    let mut specs: Vec<&str> = MEMORY_GUARDS.to_vec();
+    specs.push("Stack([PiGuard(()), Maple(())])");
+    let (mut differing, mut shared_across_agents) = (0usize, 0usize);
+    for spec in specs {
+        let ls = common::load(&with_arms(&[spec], 2));
+        let guard = build_guard(&ls.scenario.arms[0].guard, 8);
+        if !guard.score_is_pure() {
+            continue;
+        }
+        for it in &items {
+            let readers: Vec<Reader> = ["mmlu", "csqa"]
+                .iter()
+                .flat_map(|class| (0..8).map(move |agent| Reader { agent, task_class: class }))
+                .collect();
+            // Within one task the class is fixed: compare readers of one class.
+            for a in &readers {
+                for b in readers.iter().filter(|b| b.task_class == a.task_class) {
+                    let (va, vb) = (guard.score(it, &q, 0.3, c, *a), guard.score(it, &q, 0.3, c, *b));
+                    let same = va.score.to_bits() == vb.score.to_bits() && va.blocked == vb.blocked;
+                    if guard.score_reader_key(it, *a) == guard.score_reader_key(it, *b) {
+                        assert!(same, "{spec}: readers {} and {} share a key but not a verdict", a.agent, b.agent);
+                        shared_across_agents += usize::from(a.agent != b.agent);
+                    } else {
+                        differing += usize::from(!same);
+                    }
+                }
+            }
+        }
+    }
+    assert!(differing > 0, "no reader saw a different verdict: the test shows nothing");
+    assert!(shared_across_agents > 0, "no guard shares a verdict across agents: the memo never helps");
+}

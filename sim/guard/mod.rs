@@ -204,6 +204,16 @@ pub trait Guard: Send + Sync {
         true
     }
 
+    /// What of `reader` [`Guard::score`] depends on for `item`, as a key: two readers of one
+    /// task with the same key get the same verdict for the same item, query, similarity and
+    /// cluster, so the world may reuse it. The default, the reader's agent, is always safe; a
+    /// guard whose score sees the reader only through a coarser property (MAPLE-Guard: whether
+    /// the item's scope excludes the reader) returns that property and lets a candidate scored
+    /// for one reader be reused for every other reader of the task.
+    fn score_reader_key(&self, _item: &MemoryItem, reader: Reader<'_>) -> u64 {
+        u64::from(reader.agent)
+    }
+
     /// Scores one candidate for a read.
     fn score(
         &self,

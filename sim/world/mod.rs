@@ -274,9 +274,10 @@ pub struct World<'a> {
     /// Per item: (stamp, text similarity to the current task's query); valid when the stamp is
     /// the current task's. Item metadata and the query are fixed within a task.
     sim_memo: Vec<(u32, f64)>,
-    /// Per item: (stamp, reader, cluster share bits, verdict) of its last read this task, when
-    /// the guard is pure.
-    verdict_memo: Vec<(u32, u32, u64, usize, crate::guard::ReadVerdict)>,
+    /// Per item: (stamp, reader key, cluster share bits, keyed candidates, verdict) of its last
+    /// read this task, when the guard is pure; the reader key is [`Guard::score_reader_key`]'s,
+    /// so readers the guard cannot tell apart share one verdict.
+    verdict_memo: Vec<(u32, u64, u64, usize, crate::guard::ReadVerdict)>,
     /// Per item: (stamp, reader, backend pre-score) for the current task.
     prescore_memo: Vec<(u32, u32, f64)>,
     scratch: RetrieveScratch,

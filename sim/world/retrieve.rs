@@ -368,13 +368,14 @@ impl World<'_> {
             };
             let pure = self.guard.score_is_pure();
             let m = self.verdict_memo[i];
-            let v = if pure && m.0 == stamp && m.1 == agent && m.2 == share.to_bits() && m.3 == keyed {
+            let reader_key = if pure { self.guard.score_reader_key(self.bank.get(*id), reader) } else { 0 };
+            let v = if pure && m.0 == stamp && m.1 == reader_key && m.2 == share.to_bits() && m.3 == keyed {
                 m.4
             } else {
                 let st = self.cur.as_ref().expect("task");
                 let v = self.guard.score(self.bank.get(*id), &st.query, sim, cluster, reader);
                 if pure {
-                    self.verdict_memo[i] = (stamp, agent, share.to_bits(), keyed, v);
+                    self.verdict_memo[i] = (stamp, reader_key, share.to_bits(), keyed, v);
                 }
                 v
             };

@@ -141,6 +141,15 @@ impl Guard for MapleGuard {
         broker_decision(item, reader, topology, &self.cfg)
     }
 
+    fn score_reader_key(&self, item: &MemoryItem, reader: Reader<'_>) -> u64 {
+        // `read_score` sees the reader only through the scope check (`baseline_score` not at
+        // all); the risk profile, hazard and taint terms are the item's and the query's.
+        if !self.cfg.variant.retrieval_gate() {
+            return 0;
+        }
+        u64::from(item.scope_violation(reader.agent, reader.task_class))
+    }
+
     fn score(
         &self,
         item: &MemoryItem,
