@@ -15,6 +15,8 @@ use std::path::Path;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn paper_runs(c: &mut Criterion) {
+    // And its allocator setting.
+    memlink::allocator::keep_freed_pages();
     let mut group = c.benchmark_group("paper_run");
     group.sample_size(20);
     for topo in ["wheel", "chain", "tree"] {
@@ -34,6 +36,7 @@ fn paper_runs(c: &mut Criterion) {
 }
 
 fn paper_settings(c: &mut Criterion) {
+    memlink::allocator::keep_freed_pages();
     let mut group = c.benchmark_group("paper_settings");
     group.sample_size(10);
     for setting in ["longmemeval-memorygraft", "appworld-agentpoison", "csqa-promptinject", "injectagent-toolattack"] {

@@ -22,6 +22,7 @@ fn arg(args: &[String], name: &str) -> Option<String> {
 }
 
 fn main() {
+    memlink::allocator::keep_freed_pages();
     let args: Vec<String> = std::env::args().collect();
     let num = |name: &str, default: u64| -> u64 {
         match arg(&args, name) {

@@ -19,6 +19,7 @@ use std::process::ExitCode;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    memlink::allocator::keep_freed_pages();
     let args: Vec<String> = std::env::args().collect();
     let usage = "usage: profile_run <scenario.ron> <runs> [arm index]";
     let (Some(path), Some(runs)) = (args.get(1), args.get(2).and_then(|n| n.parse::<usize>().ok())) else {

@@ -30,6 +30,7 @@ fn fastest<T>(repeats: usize, mut f: impl FnMut() -> T) -> (f64, T) {
 }
 
 fn main() {
+    memlink::allocator::keep_freed_pages();
     let args: Vec<String> = std::env::args().collect();
     let path = args.get(1).map_or("scenarios/paper/mmlu-minja-wheel.ron", String::as_str);
     let repeats: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(5);

@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 pub mod agent;
+pub mod allocator;
 pub mod attack;
 pub mod calibrate;
 pub mod check;

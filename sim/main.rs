@@ -350,6 +350,7 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
+    memlink::allocator::keep_freed_pages();
     let cli = Cli::parse();
     match dispatch(cli.cmd) {
         Ok(()) => ExitCode::SUCCESS,
