@@ -72,12 +72,23 @@ impl SimilarityModel {
 
 /// The run's embedder: word vectors are cached by symbol but derived from the word's text, so
 /// they do not depend on interning order.
-#[derive(Clone, Debug)]
+///
+/// Its caches sit behind a lock so that agents' calls planned on several threads share them;
+/// every cached value is a function of its key alone, so which thread fills an entry first
+/// changes nothing.
+#[derive(Debug)]
 pub struct Embedder {
     dim: usize,
     seed: u64,
     model: SimilarityModel,
     global: Vec<f32>,
+    cache: std::sync::Mutex<EmbedCache>,
+    content: Vec<bool>,
+}
+
+/// What an [`Embedder`] keeps between calls.
+#[derive(Clone, Debug, Default)]
+struct EmbedCache {
     /// Word vectors by symbol, `dim` floats each, in one table so a text's words are summed
     /// without chasing a pointer per word; `has_word[sym]` says whether the row is filled.
     words: Vec<f32>,
@@ -87,7 +98,19 @@ pub struct Embedder {
     /// handoff summary's header differs between receivers only in agent numbers, which form no
     /// token. A paper MMLU run embeds ~1,900 texts with ~570 distinct token lists.
     bags: rustc_hash::FxHashMap<Box<[Sym]>, Box<[f32]>>,
-    content: Vec<bool>,
+}
+
+impl Clone for Embedder {
+    fn clone(&self) -> Self {
+        Embedder {
+            dim: self.dim,
+            seed: self.seed,
+            model: self.model.clone(),
+            global: self.global.clone(),
+            cache: std::sync::Mutex::new(self.lock().clone()),
+            content: self.content.clone(),
+        }
+    }
 }
 
 fn fnv(bytes: &[u8]) -> u64 {
@@ -156,9 +179,7 @@ impl Embedder {
             seed,
             model,
             global: unit_from_key(dim, mix64(seed ^ 0x0061_06a1)),
-            words: Vec::new(),
-            has_word: Vec::new(),
-            bags: rustc_hash::FxHashMap::default(),
+            cache: std::sync::Mutex::new(EmbedCache::default()),
             content: Vec::new(),
         }
     }
@@ -176,7 +197,7 @@ impl Embedder {
         }
         if !self.content[i] {
             // A bag weighs content words differently: any cached bag may now be stale.
-            self.bags.clear();
+            self.cache.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner).bags.clear();
         }
         self.content[i] = true;
     }
@@ -186,18 +207,24 @@ impl Embedder {
         self.content.get(sym as usize).copied().unwrap_or(false)
     }
 
+    /// The cache; a panic elsewhere cannot leave it inconsistent (entries are written whole),
+    /// so a poisoned lock is taken as it is.
+    fn lock(&self) -> std::sync::MutexGuard<'_, EmbedCache> {
+        self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Fills the vector row of every symbol in `tokens` not seen before.
-    fn fill_words(&mut self, tokens: &[Sym], lex: &Lexicon) {
+    fn fill_words(&self, cache: &mut EmbedCache, tokens: &[Sym], lex: &Lexicon) {
         for &sym in tokens {
             let i = sym as usize;
-            if self.has_word.len() <= i {
-                self.has_word.resize(i + 1, false);
-                self.words.resize((i + 1) * self.dim, 0.0);
+            if cache.has_word.len() <= i {
+                cache.has_word.resize(i + 1, false);
+                cache.words.resize((i + 1) * self.dim, 0.0);
             }
-            if !self.has_word[i] {
+            if !cache.has_word[i] {
                 let key = mix64(self.seed ^ fnv(lex.word(sym).as_bytes()));
-                self.words[i * self.dim..(i + 1) * self.dim].copy_from_slice(&unit_from_key(self.dim, key));
-                self.has_word[i] = true;
+                cache.words[i * self.dim..(i + 1) * self.dim].copy_from_slice(&unit_from_key(self.dim, key));
+                cache.has_word[i] = true;
             }
         }
     }
@@ -205,25 +232,27 @@ impl Embedder {
     /// The embedding of a text with overlap tokens `tokens`; `jitter_key` identifies the text.
     /// Content words weigh 1 in the bag, boilerplate words the model's `boilerplate`, so a text
     /// with no content words still points somewhere of its own rather than at the global mean.
-    pub fn embed(&mut self, tokens: &[Sym], jitter_key: u64, lex: &Lexicon) -> Vec<f32> {
+    pub fn embed(&self, tokens: &[Sym], jitter_key: u64, lex: &Lexicon) -> Vec<f32> {
         let dim = self.dim;
-        if !self.bags.contains_key(tokens) {
-            self.fill_words(tokens, lex);
-            let mut bag = vec![0f32; dim];
-            for &t in tokens {
-                let weight = if self.is_content(t) { 1.0 } else { self.model.boilerplate as f32 };
-                let w = &self.words[t as usize * dim..(t as usize + 1) * dim];
-                bag.iter_mut().zip(w).for_each(|(b, x)| *b += weight * x);
-            }
-            normalise(&mut bag);
-            self.bags.insert(tokens.into(), bag.into_boxed_slice());
-        }
-        let bag = &self.bags[tokens];
         let noise = unit_from_key(dim, mix64(self.seed ^ jitter_key ^ 0x9e37));
         let m = &self.model;
         let (g, c, n) =
             (m.floor.sqrt() as f32, (1.0 - m.floor - m.jitter).max(0.0).sqrt() as f32, m.jitter.sqrt() as f32);
+        let mut cache = self.lock();
+        if !cache.bags.contains_key(tokens) {
+            self.fill_words(&mut cache, tokens, lex);
+            let mut bag = vec![0f32; dim];
+            for &t in tokens {
+                let weight = if self.is_content(t) { 1.0 } else { self.model.boilerplate as f32 };
+                let w = &cache.words[t as usize * dim..(t as usize + 1) * dim];
+                bag.iter_mut().zip(w).for_each(|(b, x)| *b += weight * x);
+            }
+            normalise(&mut bag);
+            cache.bags.insert(tokens.into(), bag.into_boxed_slice());
+        }
+        let bag = &cache.bags[tokens];
         let mut v: Vec<f32> = (0..dim).map(|i| g * self.global[i] + c * bag[i] + n * noise[i]).collect();
+        drop(cache);
         normalise(&mut v);
         v
     }

@@ -56,7 +56,7 @@ pub fn label_handoff(
     sender_is_attacker: bool,
     reported: &[(ItemId, bool)],
     task: u32,
-    task_target: Option<(u8, &std::rc::Rc<[Sym]>)>,
+    task_target: Option<(u8, &std::sync::Arc<[Sym]>)>,
     now: u64,
 ) -> Option<PoisonRecord> {
     let poisoned = reported.iter().find_map(|(id, _)| oracle.poison(*id, &ACCESS));
@@ -69,7 +69,7 @@ pub fn label_handoff(
     let (target, tokens, attack) = match (poisoned, task_target) {
         (Some(p), _) => (p.target, p.target_tokens.clone(), p.attack),
         (None, Some((t, tok))) => (t, tok.clone(), "attacker_handoff"),
-        (None, None) => (0, std::rc::Rc::from(Vec::new()), "attacker_handoff"),
+        (None, None) => (0, std::sync::Arc::from(Vec::new()), "attacker_handoff"),
     };
     Some(PoisonRecord {
         origin: PoisonOrigin::Handoff,

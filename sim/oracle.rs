@@ -32,7 +32,7 @@ pub struct PoisonRecord {
     pub task: u32,
     /// Tokens of the target answer text (mapped onto later tasks' options), shared by every
     /// record of one task's target (a run can hold millions of handoff records).
-    pub target_tokens: std::rc::Rc<[Sym]>,
+    pub target_tokens: std::sync::Arc<[Sym]>,
     /// Target option index in the planting task.
     pub target: u8,
     /// Commit time in ticks.

@@ -9,8 +9,7 @@
 use aho_corasick::AhoCorasick;
 use regex::Regex;
 use rustc_hash::FxHashMap as HashMap;
-use std::rc::Rc;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// An interned token.
 pub type Sym = u32;
@@ -360,9 +359,9 @@ pub struct TextFeatures {
     /// Letter of the claim, when the claim names one.
     pub claim_letter: Option<u8>,
     /// The claim as written ("option A (text)"), when the experience binds to an option.
-    pub claim_phrase: Option<Rc<str>>,
+    pub claim_phrase: Option<Arc<str>>,
     /// The sentence of the experience that carries that claim (what a verbatim summary keeps).
-    pub claim_sentence: Option<Rc<str>>,
+    pub claim_sentence: Option<Arc<str>>,
     /// The experience starts with the write gate's rewrite notice.
     pub rewrite_notice: bool,
     /// The text reports its answer as incorrect ("Outcome: incorrect").
@@ -384,18 +383,18 @@ impl TextFeatures {
 /// merged on first use (most handoff summaries are never scored, so most never need them).
 #[derive(Clone, Debug, Default)]
 pub struct Tokens {
-    merged: std::cell::OnceCell<Vec<Sym>>,
-    sources: Option<Rc<[Rc<Fragment>]>>,
+    merged: std::sync::OnceLock<Vec<Sym>>,
+    sources: Option<Arc<[Arc<Fragment>]>>,
 }
 
 impl Tokens {
     /// Tokens already merged.
     pub fn from_vec(v: Vec<Sym>) -> Self {
-        Tokens { merged: std::cell::OnceCell::from(v), sources: None }
+        Tokens { merged: std::sync::OnceLock::from(v), sources: None }
     }
 
-    fn lazy(sources: Rc<[Rc<Fragment>]>) -> Self {
-        Tokens { merged: std::cell::OnceCell::new(), sources: Some(sources) }
+    fn lazy(sources: Arc<[Arc<Fragment>]>) -> Self {
+        Tokens { merged: std::sync::OnceLock::new(), sources: Some(sources) }
     }
 
     /// The sorted, deduplicated tokens.
@@ -468,6 +467,19 @@ impl QueryFeatures {
 /// Sorted, deduplicated overlap tokens of an already lowercased text: maximal runs matching
 /// `[a-z][a-z0-9_]{2,}` (a hand-written scanner equivalent to that regex), minus stopwords.
 pub fn tokens_of(lower: &str, lex: &mut Lexicon) -> Vec<Sym> {
+    scan_tokens(lower, |w| Some(lex.intern(w))).expect("interning always finds a symbol")
+}
+
+/// [`tokens_of`] without interning: `None` if a word is not in `lex` yet. A call planned on a
+/// worker thread tokenises this way, so that new words are interned in agent order (a word's
+/// symbol is its place in that order, and token lists are sorted by symbol).
+pub fn known_tokens_of(lower: &str, lex: &Lexicon) -> Option<Vec<Sym>> {
+    scan_tokens(lower, |w| lex.get(w))
+}
+
+/// The sorted, deduplicated symbols of `lower`'s words (three or more characters, not stop
+/// words), each looked up by `sym`; `None` as soon as `sym` finds none.
+fn scan_tokens(lower: &str, mut sym: impl FnMut(&str) -> Option<Sym>) -> Option<Vec<Sym>> {
     let b = lower.as_bytes();
     let mut out: Vec<Sym> = Vec::new();
     let mut i = 0;
@@ -481,7 +493,7 @@ pub fn tokens_of(lower: &str, lex: &mut Lexicon) -> Vec<Sym> {
             if i - start >= 3 {
                 let w = &lower[start..i];
                 if !STOPWORDS.contains(&w) {
-                    out.push(lex.intern(w));
+                    out.push(sym(w)?);
                 }
             }
         } else {
@@ -490,7 +502,7 @@ pub fn tokens_of(lower: &str, lex: &mut Lexicon) -> Vec<Sym> {
     }
     out.sort_unstable();
     out.dedup();
-    out
+    Some(out)
 }
 
 /// `rare_trigger_risk` of spec §2.1 signal 6, on the original-case text (the phrase rule
@@ -535,7 +547,7 @@ fn sentence_around(text: &str, start: usize, end: usize) -> String {
 }
 
 /// A claim found in an experience: letter, tokens of the option text, phrase as written, sentence.
-type Claim = (u8, Vec<Sym>, Rc<str>, Rc<str>);
+type Claim = (u8, Vec<Sym>, Arc<str>, Arc<str>);
 
 /// The raw findings of one piece of text. Whole texts are scanned as one fragment; handoff
 /// summaries are assembled from fragments analysed once and cached (see [`compose`]).
@@ -724,7 +736,7 @@ pub fn analyze(intent: &str, experience: &str, lex: &mut Lexicon) -> TextFeature
 
 /// Whether [`compose`] is exact for fragments analysed from these texts: none may contain a
 /// rare-trigger needle (the five-words rule scans across sentences).
-pub fn composable(fragments: &[Rc<Fragment>]) -> bool {
+pub fn composable(fragments: &[Arc<Fragment>]) -> bool {
     !fragments.iter().any(|f| f.rare_needles)
 }
 
@@ -733,7 +745,7 @@ pub fn composable(fragments: &[Rc<Fragment>]) -> bool {
 /// Equal to [`analyze`] on the joined text when no pattern match spans two parts: every part
 /// must end at a sentence boundary (". " or ": ") and [`composable`] must hold. The world's
 /// handoff summaries are built that way, and debug builds assert the equality on every one.
-pub fn compose(intent: &Rc<Fragment>, parts: &[Rc<Fragment>]) -> TextFeatures {
+pub fn compose(intent: &Arc<Fragment>, parts: &[Arc<Fragment>]) -> TextFeatures {
     let mut bits = intent.bits;
     let mut keys = intent.answer_keys;
     let mut claim = None;
@@ -754,7 +766,7 @@ pub fn compose(intent: &Rc<Fragment>, parts: &[Rc<Fragment>]) -> TextFeatures {
         failure |= f.reports_failure;
         bytes += f.bytes;
     }
-    let sources: Rc<[Rc<Fragment>]> = std::iter::once(intent.clone()).chain(parts.iter().cloned()).collect();
+    let sources: Arc<[Arc<Fragment>]> = std::iter::once(intent.clone()).chain(parts.iter().cloned()).collect();
     let rewrite = parts.first().is_some_and(|f| f.rewrite_notice);
     build(bits, Tokens::lazy(sources), keys, claim, reason, (credential, tool, failure, rewrite), 0.0, bytes)
 }
@@ -884,8 +896,8 @@ mod tests {
             "Related future-query cue: future multiple-choice tasks with cues: vexa, lorn.",
         ];
         let whole = analyze(intent, &parts.concat(), &mut lex);
-        let i = Rc::new(intent_fragment(intent, &mut lex));
-        let fs: Vec<Rc<Fragment>> = parts.iter().map(|p| Rc::new(experience_fragment(p, &mut lex))).collect();
+        let i = Arc::new(intent_fragment(intent, &mut lex));
+        let fs: Vec<Arc<Fragment>> = parts.iter().map(|p| Arc::new(experience_fragment(p, &mut lex))).collect();
         assert!(composable(&fs));
         assert_eq!(compose(&i, &fs), whole);
         assert_eq!(whole.claim_letter, Some(0));

@@ -138,3 +138,59 @@ fn a_memory_budget_serialises_arms_that_do_not_fit_together() {
     }
     assert!(roomy.peak() > bytes, "two arms side by side at some point");
 }
+
+/// A lockstep round's calls are planned together, on several threads once the team is large
+/// enough, and applied in agent order. The bytes (summaries, with the trace hash over every
+/// event, block and selection in order) are those of calls made one at a time, which a
+/// recording backbone forces, for 1 to 4 threads. The settings cover group-ranked stores
+/// (MMLU, a shared store), keyed round memories (CSQA) and a per-task haystack whose keys are
+/// tokenised as they are first retrieved (LongMemEval), each with more agents than one worker
+/// plans. It fails if a call reads what an earlier call of its round wrote, or if planning
+/// depends on which worker plans which agent.
+#[test]
+fn planned_rounds_give_the_bytes_of_calls_made_one_at_a_time() {
+    use memlink::agent::Recording;
+    let mmlu = common::load(
+        r#"(
+    name: "wide",
+    seed: 3,
+    agents: 200,
+    attackers: Count(20),
+    placement: HighestDegree,
+    topology: BarabasiAlbert(2),
+    workload: Mmlu((tasks: 4, pool: 100)),
+    attack: Minja(()),
+    protocol: (rounds: 3, top_k: 3, handoffs: true),
+    backbone: "qwen3.5-122b-a10b",
+    arms: [
+        (name: "No Defense", guard: NoDefense),
+        (name: "MAPLE-Guard", guard: Maple(())),
+        (name: "A-MemGuard", guard: AMemGuard(())),
+    ],
+)"#,
+    );
+    let mut settings = vec![("wide MMLU".to_string(), mmlu)];
+    for (path, mut ls) in reduced_settings() {
+        if path.contains("csqa") || path.contains("longmemeval") {
+            ls.scenario.agents = 140;
+            ls.scenario.topology = memlink::topology::Topology::BarabasiAlbert(2);
+            ls.scenario.arms.retain(|a| a.name == "No Defense" || a.name == "MAPLE-Guard");
+            settings.push((path.to_string(), ls));
+        }
+    }
+    for (name, ls) in &settings {
+        let s = &ls.scenario;
+        for arm in &s.arms {
+            let one_at_a_time = World::new(s, &ls.profile, arm, 3, false)
+                .with_backbone(|b| Box::new(Recording::new(b).0))
+                .run()
+                .summary;
+            let want = serde_json::to_string(&one_at_a_time).unwrap();
+            for threads in 1..=4 {
+                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+                let got = pool.install(|| World::new(s, &ls.profile, arm, 3, false).run().summary);
+                assert_eq!(serde_json::to_string(&got).unwrap(), want, "{name}, {}, {threads} threads", arm.name);
+            }
+        }
+    }
+}

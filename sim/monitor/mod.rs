@@ -142,7 +142,7 @@ pub struct Breach {
 }
 
 /// A property over the event stream of one run.
-pub trait Invariant {
+pub trait Invariant: Send + Sync {
     /// Observes one observation; returns every breach it shows.
     fn observe(&mut self, obs: &Observation<'_>, cx: &Cx<'_>) -> Vec<Breach>;
 }

@@ -32,14 +32,14 @@ impl World<'_> {
             _ => t.query.clone(),
         };
         let query = analyze_query(&query_text, &mut self.lex);
-        let query_emb: Rc<[f32]> =
+        let query_emb: Arc<[f32]> =
             self.embedder.embed(&query.tokens, Embedder::text_key(&query_text), &self.lex).into();
         let option_tokens: Vec<Vec<Sym>> =
             t.options.iter().map(|o| tokens_of(&o.to_lowercase(), &mut self.lex)).collect();
         let st = TaskState {
             task,
             target: None,
-            target_tokens: Rc::from(Vec::new()),
+            target_tokens: Arc::from(Vec::new()),
             priors,
             selected: vec![vec![Vec::new(); n]; rounds],
             answers: vec![vec![None; n]; rounds],

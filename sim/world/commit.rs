@@ -42,7 +42,7 @@ impl World<'_> {
                 return e.to_vec();
             }
             let tokens = tokens_of(&item.intent.to_lowercase(), lex);
-            let e: Rc<[f32]> = embedder.embed(&tokens, key, lex).into();
+            let e: Arc<[f32]> = embedder.embed(&tokens, key, lex).into();
             cache.insert(key, e.clone());
             e.to_vec()
         };
@@ -73,7 +73,13 @@ impl World<'_> {
 
     /// The evaluator's record of an attacker-caused write of task `task` targeting `target`
     /// (direct, laundered or a compromised summary: the attack wrote it).
-    pub(super) fn direct_record(&self, task: u32, target: u8, target_tokens: Rc<[Sym]>, carries: bool) -> PoisonRecord {
+    pub(super) fn direct_record(
+        &self,
+        task: u32,
+        target: u8,
+        target_tokens: Arc<[Sym]>,
+        carries: bool,
+    ) -> PoisonRecord {
         PoisonRecord {
             origin: PoisonOrigin::Direct,
             attack: self.scn.attack.family(),

@@ -130,7 +130,10 @@ impl World<'_> {
             return;
         }
         let gone: rustc_hash::FxHashSet<ItemId> = freed.into_iter().collect();
-        self.shown_embeddings.retain(|id, _| !gone.contains(id));
+        self.shown_embeddings
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .retain(|id, _| !gone.contains(id));
         self.history_overlap.retain(|id, _| !gone.contains(id));
         self.body_texts.retain(|(id, _), _| !gone.contains(id));
         self.forget_sleepers(&gone);

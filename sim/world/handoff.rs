@@ -137,9 +137,9 @@ impl World<'_> {
         retention: &[Retention],
     ) -> (String, String, TextFeatures) {
         if self.task_frags.as_ref().is_none_or(|f| f.0 != t.index) {
-            let header = Rc::new(experience_fragment(&render::handoff_header(t, 0, 0, 0), &mut self.lex));
-            let footer_text: Rc<str> = render::handoff_footer(t).into();
-            let footer = Rc::new(experience_fragment(&footer_text, &mut self.lex));
+            let header = Arc::new(experience_fragment(&render::handoff_header(t, 0, 0, 0), &mut self.lex));
+            let footer_text: Arc<str> = render::handoff_footer(t).into();
+            let footer = Arc::new(experience_fragment(&footer_text, &mut self.lex));
             self.task_frags = Some((t.index, header, footer_text, footer));
         }
         let (_, header, footer_text, footer) = self.task_frags.clone().expect("just set");
@@ -150,11 +150,11 @@ impl World<'_> {
         let (intent, intent_frag) = match self.handoff_intents.get(&key) {
             Some(x) => x.clone(),
             None => {
-                let text: Rc<str> = match key {
+                let text: Arc<str> = match key {
                     HandoffIntentKey::Edge(..) => render::handoff_intent(src, dst).into(),
                     HandoffIntentKey::Task(_) => render::handoff_task_intent(t).into(),
                 };
-                let f = Rc::new(intent_fragment(&text, &mut self.lex));
+                let f = Arc::new(intent_fragment(&text, &mut self.lex));
                 self.handoff_intents.insert(key, (text.clone(), f.clone()));
                 (text, f)
             }
@@ -172,13 +172,13 @@ impl World<'_> {
         }
         let mut experience = render::handoff_header(t, round, src, dst);
         // Header, up to three (intro, body) pairs, footer.
-        let mut frags: Vec<Rc<Fragment>> = Vec::with_capacity(8);
+        let mut frags: Vec<Arc<Fragment>> = Vec::with_capacity(8);
         frags.push(header);
         for (kind, id) in kinds {
             let intro = match self.intro_texts.get(&(kind, src)) {
                 Some(x) => x.clone(),
                 None => {
-                    let x: Rc<str> = render::sentence_intro(kind, src).into();
+                    let x: Arc<str> = render::sentence_intro(kind, src).into();
                     self.intro_texts.insert((kind, src), x.clone());
                     x
                 }
@@ -186,7 +186,7 @@ impl World<'_> {
             let intro_frag = match self.sentence_intros.get(&kind) {
                 Some(f) => f.clone(),
                 None => {
-                    let f = Rc::new(experience_fragment(&render::sentence_intro(kind, 0), &mut self.lex));
+                    let f = Arc::new(experience_fragment(&render::sentence_intro(kind, 0), &mut self.lex));
                     self.sentence_intros.insert(kind, f.clone());
                     f
                 }
@@ -197,7 +197,7 @@ impl World<'_> {
             let body = id.and_then(|id| match self.body_texts.get(&(id, kind)) {
                 Some(t) => t.clone(),
                 None => {
-                    let t: Option<Rc<str>> = render::sentence_body(&self.bank.get(id).features, kind).map(Into::into);
+                    let t: Option<Arc<str>> = render::sentence_body(&self.bank.get(id).features, kind).map(Into::into);
                     self.body_texts.insert((id, kind), t.clone());
                     t
                 }
@@ -206,7 +206,7 @@ impl World<'_> {
                 let f = match self.sentence_bodies.get(&text) {
                     Some(f) => f.clone(),
                     None => {
-                        let f = Rc::new(experience_fragment(&text, &mut self.lex));
+                        let f = Arc::new(experience_fragment(&text, &mut self.lex));
                         self.sentence_bodies.insert(text.clone(), f.clone());
                         f
                     }
@@ -234,12 +234,12 @@ impl World<'_> {
     /// canonical text occurs once (a haystack unit's content) and is analysed without being
     /// cached. Debug builds assert the result equals a whole-text scan.
     pub(super) fn composed(&mut self, intent: &str, parts: &[(String, Option<String>)]) -> (String, TextFeatures) {
-        let get = |this: &mut Self, key: &str, is_intent: bool| -> Rc<Fragment> {
+        let get = |this: &mut Self, key: &str, is_intent: bool| -> Arc<Fragment> {
             let cache = if is_intent { &mut this.intent_fragments } else { &mut this.part_fragments };
             if let Some(f) = cache.get(key) {
                 return f.clone();
             }
-            let f = Rc::new(if is_intent {
+            let f = Arc::new(if is_intent {
                 intent_fragment(key, &mut this.lex)
             } else {
                 experience_fragment(key, &mut this.lex)
@@ -249,11 +249,11 @@ impl World<'_> {
             f
         };
         let i = get(self, intent, true);
-        let frags: Vec<Rc<Fragment>> = parts
+        let frags: Vec<Arc<Fragment>> = parts
             .iter()
             .map(|(text, canonical)| match canonical {
                 Some(c) => get(self, c, false),
-                None => Rc::new(experience_fragment(text, &mut self.lex)),
+                None => Arc::new(experience_fragment(text, &mut self.lex)),
             })
             .collect();
         let experience: String = parts.iter().map(|(text, _)| text.as_str()).collect();

@@ -7,6 +7,11 @@
 //! sampled latencies: an agent starts its next round as soon as its own answer is back, and a
 //! handoff lands only when its message and summary calls are done, so a read sees only what was
 //! committed before it.
+//!
+//! Within a lockstep round the agents' calls read only the round's starting state: they are
+//! planned together (on rayon's threads once the team is large, each worker with its own
+//! memos) and each plan is applied in its agent's turn, so the bytes are those of calls made
+//! one after another for any number of threads (`round.rs`, `retrieve.rs`).
 
 mod arrive;
 mod capability;
@@ -39,12 +44,11 @@ use crate::scenario::{
     RetrievalMode, RoundMemoryText, Scenario, Timing,
 };
 use crate::text::{Fragment, composable, compose, experience_fragment, intent_fragment};
-use crate::text::{Lexicon, QueryFeatures, Sym, TextFeatures, analyze, analyze_query, tokens_of};
+use crate::text::{Lexicon, QueryFeatures, Sym, TextFeatures, analyze, analyze_query, known_tokens_of, tokens_of};
 use crate::topology::CommGraph;
 use crate::workload::{HaystackLayout, QueryTerms, Task, TaskStream, TieOrder, WorkloadConfig};
 use commit::Label;
 use rustc_hash::FxHashMap as HashMap;
-use std::rc::Rc;
 use std::sync::Arc;
 
 /// Events of one run.
@@ -150,12 +154,12 @@ pub struct ArmRun {
 }
 
 /// Per-task cached handoff pieces: task index, header fragment, footer text and fragment.
-type TaskFragments = (u32, Rc<Fragment>, Rc<str>, Rc<Fragment>);
+type TaskFragments = (u32, Arc<Fragment>, Arc<str>, Arc<Fragment>);
 
 struct TaskState {
     task: u32,
     target: Option<u8>,
-    target_tokens: Rc<[Sym]>,
+    target_tokens: Arc<[Sym]>,
     priors: Vec<Vec<f64>>,
     /// [round][agent] selected (item, sim)
     selected: Vec<Vec<Vec<(ItemId, f64)>>>,
@@ -174,15 +178,16 @@ struct TaskState {
     answered: Vec<u32>,
     finished_rounds: u32,
     query: QueryFeatures,
-    query_emb: Rc<[f32]>,
+    query_emb: Arc<[f32]>,
     option_tokens: Vec<Vec<Sym>>,
     /// Similarity of this task's query to each intent group, per store (private stores by
     /// agent, then the shared store); extended as stores gain groups. Groups are only ever
     /// appended, and the query is fixed for the task, so a cached value stays right.
     group_sims: Vec<Vec<f64>>,
     /// Similarity of this task's query to each distinct intent of the run (by intent row),
-    /// shared by every store that holds the intent.
-    intent_sims: Vec<Option<f64>>,
+    /// shared by every store that holds the intent; filled before calls are made
+    /// ([`World::fill_intent_sims`]), computed on the spot for rows beyond it.
+    intent_sims: Vec<f64>,
     /// Backend candidates per store (same slots), see `World::store_candidates`.
     store_cache: Vec<StoreCache>,
     /// Items written for this task, in commit order (the same-task retrieval scope).
@@ -193,9 +198,10 @@ struct TaskState {
 
 /// A store's backend candidates: (intent similarity, item), in ranking order.
 /// Shared without copying between the store cache and each retrieval of the task.
-type Candidates = Rc<Vec<(f64, ItemId)>>;
+type Candidates = Arc<Vec<(f64, ItemId)>>;
 
 /// One store's cached backend candidates within a task.
+#[derive(Clone)]
 struct StoreCache {
     /// The store's eviction count when the cache was built.
     evictions: u64,
@@ -203,7 +209,7 @@ struct StoreCache {
     items: usize,
     top: Vec<(f64, usize)>,
     cands: Candidates,
-    best: Rc<[usize]>,
+    best: Arc<[usize]>,
 }
 
 impl Default for StoreCache {
@@ -213,8 +219,8 @@ impl Default for StoreCache {
             groups: usize::MAX,
             items: usize::MAX,
             top: Vec::new(),
-            cands: Rc::new(Vec::new()),
-            best: Rc::new([]),
+            cands: Arc::new(Vec::new()),
+            best: Arc::new([]),
         }
     }
 }
@@ -224,17 +230,6 @@ impl Default for StoreCache {
 enum HandoffIntentKey {
     Edge(u32, u32),
     Task(u32),
-}
-
-/// Buffers a retrieval reuses instead of allocating its intermediate lists anew (a paper run
-/// retrieves ~5,000 times).
-#[derive(Default)]
-struct RetrieveScratch {
-    ranked: Vec<(f64, usize, ItemId, bool)>,
-    pool: Vec<(ItemId, bool)>,
-    blocked: Vec<(ItemId, &'static str, &'static str)>,
-    keys: Vec<Option<u8>>,
-    top: Vec<(f64, usize, ItemId, f64)>,
 }
 
 /// One run of one arm.
@@ -263,34 +258,34 @@ pub struct World<'a> {
     lex: Lexicon,
     embedder: Embedder,
     bank: MemoryBank,
-    intent_cache: HashMap<u64, Rc<[f32]>>,
+    intent_cache: HashMap<u64, Arc<[f32]>>,
     /// Each committed haystack unit's query-overlap score (the rerank's key).
     history_overlap: HashMap<ItemId, f64>,
-    /// Embeddings of the shown text of memories that have a retrieval key.
-    shown_embeddings: HashMap<ItemId, Rc<[f32]>>,
-    /// Embeddings of retrieval keys, by text key.
-    key_embeddings: HashMap<u64, Rc<[f32]>>,
-    sentence_bodies: HashMap<Rc<str>, Rc<Fragment>>,
-    /// Per item: (stamp, text similarity to the current task's query); valid when the stamp is
-    /// the current task's. Item metadata and the query are fixed within a task.
-    sim_memo: Vec<(u32, f64)>,
-    /// Per item: (stamp, reader key, cluster share bits, keyed candidates, verdict) of its last
-    /// read this task, when the guard is pure; the reader key is [`Guard::score_reader_key`]'s,
-    /// so readers the guard cannot tell apart share one verdict.
-    verdict_memo: Vec<(u32, u64, u64, usize, crate::guard::ReadVerdict)>,
-    /// Per item: (stamp, reader, backend pre-score) for the current task.
-    prescore_memo: Vec<(u32, u32, f64)>,
-    scratch: RetrieveScratch,
+    /// Embeddings of the shown text of memories that have a retrieval key (filled as calls
+    /// are planned, possibly on several threads: each entry is a function of its key).
+    shown_embeddings: std::sync::Mutex<HashMap<ItemId, Arc<[f32]>>>,
+    /// Embeddings of retrieval keys, by text key (like `shown_embeddings`).
+    key_embeddings: std::sync::Mutex<HashMap<u64, Arc<[f32]>>>,
+    sentence_bodies: HashMap<Arc<str>, Arc<Fragment>>,
+    /// Retrieval workers' buffers and per-task memos; the first serves calls made one at a
+    /// time, and a round planned on several threads gives each worker one.
+    scratches: Vec<retrieve::RetrieveScratch>,
+    /// The calls of the lockstep round in progress, planned from its starting state, by agent
+    /// (`None`: make that call when its turn comes); see [`World::plan_round`].
+    planned: Vec<Option<round::CallPlan>>,
+    /// The (task, round) whose calls `planned` holds.
+    planned_for: Option<(u32, u32)>,
+    /// Stamp of the current task for the workers' memos.
     memo_stamp: u32,
-    body_texts: HashMap<(ItemId, render::SentenceKind), Option<Rc<str>>>,
-    sentence_intros: HashMap<render::SentenceKind, Rc<Fragment>>,
-    intro_texts: HashMap<(render::SentenceKind, u32), Rc<str>>,
+    body_texts: HashMap<(ItemId, render::SentenceKind), Option<Arc<str>>>,
+    sentence_intros: HashMap<render::SentenceKind, Arc<Fragment>>,
+    intro_texts: HashMap<(render::SentenceKind, u32), Arc<str>>,
     agent_labels: Vec<String>,
     round_labels: Vec<String>,
-    intent_fragments: HashMap<String, Rc<Fragment>>,
-    part_fragments: HashMap<String, Rc<Fragment>>,
+    intent_fragments: HashMap<String, Arc<Fragment>>,
+    part_fragments: HashMap<String, Arc<Fragment>>,
     /// Handoff intents and their fragments, by what they name (see [`HandoffIntentKey`]).
-    handoff_intents: HashMap<HandoffIntentKey, (Rc<str>, Rc<Fragment>)>,
+    handoff_intents: HashMap<HandoffIntentKey, (Arc<str>, Arc<Fragment>)>,
     task_frags: Option<TaskFragments>,
     oracle: Oracle,
     recorder: Recorder,
@@ -299,7 +294,7 @@ pub struct World<'a> {
     reputation: f64,
     cur: Option<TaskState>,
     /// Each poisoned task's target option and its tokens, by task.
-    targets: std::collections::BTreeMap<u32, (u8, Rc<[Sym]>)>,
+    targets: std::collections::BTreeMap<u32, (u8, Arc<[Sym]>)>,
     arm_name: String,
     inspection: Option<Inspection>,
     monitors: Option<Monitors>,
@@ -462,14 +457,13 @@ impl<'a> World<'a> {
             embedder,
             bank,
             intent_cache: HashMap::default(),
-            key_embeddings: HashMap::default(),
-            shown_embeddings: HashMap::default(),
+            key_embeddings: Default::default(),
+            shown_embeddings: Default::default(),
             history_overlap: HashMap::default(),
             sentence_bodies: HashMap::default(),
-            sim_memo: Vec::new(),
-            verdict_memo: Vec::new(),
-            prescore_memo: Vec::new(),
-            scratch: RetrieveScratch::default(),
+            scratches: vec![retrieve::RetrieveScratch::default()],
+            planned: Vec::new(),
+            planned_for: None,
             memo_stamp: 0,
             body_texts: HashMap::default(),
             sentence_intros: HashMap::default(),
@@ -626,7 +620,11 @@ impl<'a> World<'a> {
                 }
             }
             Event::AgentCall { task, round, agent } => {
-                self.call(agent, round);
+                if self.lockstep() {
+                    self.call_planned(task, agent, round);
+                } else {
+                    self.call(agent, round);
+                }
                 if self.lockstep() {
                     if self.mark_answered(round) {
                         self.queue.schedule_in(1, Event::RoundEnd { task, round });
@@ -757,3 +755,9 @@ pub fn run_arm_sharing(
 ) -> ArmRun {
     World::sharing(scn, profile, arm, seed, record, Some(workload)).run()
 }
+
+// The calls of a lockstep round are planned from `&World` on several threads.
+const _: fn() = || {
+    fn is_sync<T: Sync>() {}
+    is_sync::<World<'static>>();
+};

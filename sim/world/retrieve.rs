@@ -1,33 +1,103 @@
 //! Two-stage retrieval (spec §3.3): per-store backend candidates, the candidate pool a guard
 //! receives, the broker, the guard's scoring and read firewall, then top-k.
+//!
+//! A retrieval is *planned* from the world as it stands, writing nothing but its worker's
+//! scratch ([`World::plan_retrieve`]), and the plan is then *applied* ([`World::apply_retrieve`]):
+//! the rebuilt candidate caches, new text embeddings, the items' counters and LRU touches,
+//! the guard's observation of blocks, the recorder, the trace, monitors and inspection. The
+//! calls of a lockstep round read only the round's starting state, so they can be planned on
+//! several threads and applied in agent order with the same bytes as one after another
+//! (see `World::plan_round`).
 
 use super::*;
 
+/// A retrieval key holds a word the lexicon has not interned. Planning never interns (a
+/// word's symbol is its place in interning order, and token lists are sorted by symbol), so
+/// the caller interns the key, in agent order, and plans again.
+pub(super) struct NeedsWords(pub(super) String);
+
+/// A store's candidate cache as a retrieval rebuilt it, written back when the plan is applied.
+pub(super) struct SlotUpdate {
+    slot: usize,
+    cache: StoreCache,
+    /// The store's group similarities, when they were extended.
+    sims: Option<Vec<f64>>,
+}
+
+/// What one retrieval decided, before any of it is written.
+pub(super) struct RetrievePlan {
+    /// Every candidate handed to the guard's scoring (each counts as retrieved).
+    pool: Vec<ItemId>,
+    /// (item, stage, reason) of each blocked candidate, in pool order.
+    blocked: Vec<(ItemId, &'static str, &'static str)>,
+    /// The selected memories and their retrieval similarity, best first.
+    selection: Vec<(ItemId, f64)>,
+    slots: Vec<SlotUpdate>,
+    /// Text embeddings computed for items that had none.
+    fresh: Vec<(ItemId, Vec<f32>)>,
+}
+
+/// Buffers and per-task memos of one retrieval worker. Every memo entry is a function of its
+/// key within a task (the memo stamp), so workers that each keep their own give the same
+/// retrievals as one that keeps them all.
+#[derive(Default)]
+pub(super) struct RetrieveScratch {
+    ranked: Vec<(f64, usize, ItemId, bool)>,
+    keys: Vec<Option<u8>>,
+    top: Vec<(f64, usize, ItemId, f64)>,
+    /// Per item slot: (stamp, text similarity to the current task's query).
+    sim_memo: Vec<(u32, f64)>,
+    /// Per item slot: (stamp, reader key, cluster share bits, keyed candidates, verdict) of
+    /// its last read this task, when the guard is pure; the reader key is
+    /// [`Guard::score_reader_key`]'s, so readers the guard cannot tell apart share one verdict.
+    verdict_memo: Vec<(u32, u64, u64, usize, crate::guard::ReadVerdict)>,
+    /// Per item slot: (stamp, reader, backend pre-score) for the current task.
+    prescore_memo: Vec<(u32, u32, f64)>,
+}
+
 impl World<'_> {
-    /// Cosine of `query` and the text embedding of item `id` (computed on first use).
-    pub(super) fn text_similarity(&mut self, id: ItemId, query: &[f32]) -> f64 {
-        if self.bank.text_embedding(id).is_none() {
-            let it = self.bank.get(id);
-            let e = match &it.retrieval_key {
-                // A retrieval key is embedded once per distinct text (every round memory of a
-                // task shares its question).
-                Some(key) => {
-                    let k = Embedder::text_key(key);
-                    match self.key_embeddings.get(&k) {
-                        Some(e) => e.to_vec(),
-                        None => {
-                            let tokens = tokens_of(&key.to_lowercase(), &mut self.lex);
-                            let e: Rc<[f32]> = self.embedder.embed(&tokens, k, &self.lex).into();
-                            self.key_embeddings.insert(k, e.clone());
-                            e.to_vec()
-                        }
+    /// The text embedding of item `id`, computed now and kept in `fresh` for the plan's
+    /// application (its index there). A keyed memory is embedded by its retrieval key, once
+    /// per distinct key (every round memory of a task shares its question).
+    fn plan_text_embedding(&self, id: ItemId, fresh: &mut Vec<(ItemId, Vec<f32>)>) -> Result<usize, NeedsWords> {
+        if let Some(i) = fresh.iter().position(|(x, _)| *x == id) {
+            return Ok(i);
+        }
+        let it = self.bank.get(id);
+        let e = match &it.retrieval_key {
+            Some(key) => {
+                let k = Embedder::text_key(key);
+                let known = lock(&self.key_embeddings).get(&k).cloned();
+                match known {
+                    Some(e) => e.to_vec(),
+                    None => {
+                        let tokens =
+                            known_tokens_of(&key.to_lowercase(), &self.lex).ok_or_else(|| NeedsWords(key.clone()))?;
+                        let e: Arc<[f32]> = self.embedder.embed(&tokens, k, &self.lex).into();
+                        lock(&self.key_embeddings).insert(k, e.clone());
+                        e.to_vec()
                     }
                 }
-                None => self.embedder.embed(it.features.tokens.get(), Embedder::text_key(&it.experience), &self.lex),
-            };
-            self.bank.set_text_embedding(id, e);
+            }
+            None => self.embedder.embed(it.features.tokens.get(), Embedder::text_key(&it.experience), &self.lex),
+        };
+        fresh.push((id, e));
+        Ok(fresh.len() - 1)
+    }
+
+    /// Cosine of `query` and the text embedding of item `id` (the bank's, or see
+    /// [`Self::plan_text_embedding`]).
+    fn plan_text_similarity(
+        &self,
+        id: ItemId,
+        query: &[f32],
+        fresh: &mut Vec<(ItemId, Vec<f32>)>,
+    ) -> Result<f64, NeedsWords> {
+        if let Some(e) = self.bank.text_embedding(id) {
+            return Ok(cosine(query, e));
         }
-        cosine(query, self.bank.text_embedding(id).expect("just set"))
+        let i = self.plan_text_embedding(id, fresh)?;
+        Ok(cosine(query, &fresh[i].1))
     }
 
     /// How similar a selected memory looks to the model: the cosine of the query and the text
@@ -35,28 +105,31 @@ impl World<'_> {
     /// retrieval key, which the prompt never shows (an INFA round memory's key is the question
     /// itself, a haystack unit's the question plus its content), so the stand-in's relevance
     /// reads the shown text instead; for an unkeyed memory the two are the same number.
-    pub(super) fn shown_similarity(&mut self, id: ItemId, retrieval_sim: f64, query: &[f32]) -> f64 {
+    pub(super) fn shown_similarity(&self, id: ItemId, retrieval_sim: f64, query: &[f32]) -> f64 {
         if self.bank.get(id).retrieval_key.is_none() {
             return retrieval_sim;
         }
-        if !self.shown_embeddings.contains_key(&id) {
+        let known = lock(&self.shown_embeddings).get(&id).cloned();
+        let e = known.unwrap_or_else(|| {
             let it = self.bank.get(id);
-            let e = self.embedder.embed(it.features.tokens.get(), Embedder::text_key(&it.experience), &self.lex);
-            self.shown_embeddings.insert(id, e.into());
-        }
-        cosine(query, &self.shown_embeddings[&id])
+            let e: Arc<[f32]> =
+                self.embedder.embed(it.features.tokens.get(), Embedder::text_key(&it.experience), &self.lex).into();
+            lock(&self.shown_embeddings).insert(id, e.clone());
+            e
+        });
+        cosine(query, &e)
     }
 
     /// The indices of `cands` the pool needs from the backend's hybrid ranking: the "selected"
     /// top-k, the first `backend_k` in backend order, the whole hybrid order (to break the
     /// pre-score's ties per store), or nothing where the guard ranks the pool itself.
-    pub(super) fn backend_selection(&self, cands: &[(f64, ItemId)]) -> Rc<[usize]> {
+    pub(super) fn backend_selection(&self, cands: &[(f64, ItemId)]) -> Arc<[usize]> {
         let (sel, bk) = self.pool_sizes();
         match self.pool {
             Pool::Selected => hybrid_top_k(cands, &self.bank, sel),
             Pool::BackendOrder => hybrid_top_k(cands, &self.bank, bk),
             Pool::Resorted => hybrid_top_k(cands, &self.bank, cands.len()),
-            Pool::UnionResorted | Pool::Flat => Rc::new([]),
+            Pool::UnionResorted | Pool::Flat => Arc::new([]),
         }
     }
 
@@ -85,33 +158,35 @@ impl World<'_> {
     /// afresh), so the group ranking is reused until the store gains a group and the candidates
     /// until it gains an item; the shared store's candidates thus serve every agent and round
     /// of the task.
-    pub(super) fn store_candidates(&mut self, slot: usize, shared: bool, agent: u32) -> (Candidates, Rc<[usize]>) {
+    pub(super) fn store_candidates(
+        &self,
+        slot: usize,
+        shared: bool,
+        agent: u32,
+    ) -> (Candidates, Arc<[usize]>, Option<SlotUpdate>) {
         let (_, bk) = self.pool_sizes();
         let topo = self.scn.memory_topology;
         let groups = if shared { self.bank.shared_groups() } else { self.bank.private_groups(agent) };
         let items = if shared { self.bank.shared_store().len() } else { self.bank.private_store(agent).len() };
         let evictions = if shared { self.bank.shared_evictions() } else { self.bank.private_evictions(agent) };
-        let st = self.cur.as_mut().expect("task");
-        let cache = &mut st.store_cache[slot];
-        if cache.evictions != evictions {
-            // The store shrank (a capacity evicted from it): rank it afresh.
-            *cache = StoreCache { evictions, ..StoreCache::default() };
-            st.group_sims[slot].clear();
-        }
+        let st = self.cur.as_ref().expect("task");
+        let old = &st.store_cache[slot];
+        // The store shrank (a capacity evicted from it): rank it afresh.
+        let afresh = old.evictions != evictions;
         let reader_dependent = shared && topo == MemoryTopology::RoleIsolated;
-        if cache.groups == groups.len() && cache.items == items && !reader_dependent {
-            return (cache.cands.clone(), cache.best.clone());
+        if !afresh && old.groups == groups.len() && old.items == items && !reader_dependent {
+            return (old.cands.clone(), old.best.clone(), None);
         }
+        let mut cache = if afresh { StoreCache { evictions, ..StoreCache::default() } } else { old.clone() };
+        let mut new_sims = None;
         if cache.groups != groups.len() {
-            let sims = &mut st.group_sims[slot];
+            let mut sims: Vec<f64> = if afresh { Vec::new() } else { st.group_sims[slot].clone() };
             let dim = self.bank.dim().max(1);
             for g in &groups[sims.len()..] {
-                let row = g.embedding / dim;
-                if st.intent_sims.len() <= row {
-                    st.intent_sims.resize(self.bank.intent_count(), None);
-                }
-                let s = *st.intent_sims[row]
-                    .get_or_insert_with(|| cosine(&st.query_emb, self.bank.intent_embedding(g.embedding)));
+                let s = match st.intent_sims.get(g.embedding / dim) {
+                    Some(s) => *s,
+                    None => cosine(&st.query_emb, self.bank.intent_embedding(g.embedding)),
+                };
                 sims.push(s);
             }
             // Bounded selection of the best backend_k groups (ties: lower group index first).
@@ -131,6 +206,7 @@ impl World<'_> {
                 top.truncate(bk);
             }
             cache.groups = groups.len();
+            new_sims = Some(sims);
         }
         let mut cands: Vec<(f64, ItemId)> =
             Vec::with_capacity(cache.top.iter().map(|(_, g)| groups[*g].members.len()).sum());
@@ -142,18 +218,16 @@ impl World<'_> {
                 .filter(|(_, id)| !reader_dependent || topo.shared_visible(self.bank.get(*id), agent, self.scn.agents)),
         );
         let best = self.backend_selection(&cands);
-        let cands = Rc::new(cands);
-        let st = self.cur.as_mut().expect("task");
-        let cache = &mut st.store_cache[slot];
+        let cands = Arc::new(cands);
         cache.items = if reader_dependent { usize::MAX } else { items };
         cache.cands = cands.clone();
         cache.best = best.clone();
-        (cands, best)
+        (cands, best, Some(SlotUpdate { slot, cache, sims: new_sims }))
     }
 
     /// A store's candidates without a backend (the INFA harness's `--memory-backend none`):
     /// every memory the reader can see, in commit order.
-    pub(super) fn flat_candidates(&self, shared: bool, agent: u32) -> (Candidates, Rc<[usize]>) {
+    pub(super) fn flat_candidates(&self, shared: bool, agent: u32) -> (Candidates, Arc<[usize]>, Option<SlotUpdate>) {
         let topo = self.scn.memory_topology;
         let ids = if shared { self.bank.shared_store() } else { self.bank.private_store(agent) };
         let cands: Vec<(f64, ItemId)> = ids
@@ -161,13 +235,18 @@ impl World<'_> {
             .filter(|id| !shared || topo.shared_visible(self.bank.get(**id), agent, self.scn.agents))
             .map(|id| (0.0, *id))
             .collect();
-        (Rc::new(cands), Rc::new([]))
+        (Arc::new(cands), Arc::new([]), None)
     }
 
     /// A store's candidates under the same-task scope (LongMemEval, spec §5.5): only items
     /// written for the current task, the `backend_k` most similar by intent, and the `top_k`
     /// best of those by the backend's hybrid score.
-    pub(super) fn scoped_candidates(&mut self, slot: usize, shared: bool, agent: u32) -> (Candidates, Rc<[usize]>) {
+    pub(super) fn scoped_candidates(
+        &self,
+        slot: usize,
+        shared: bool,
+        agent: u32,
+    ) -> (Candidates, Arc<[usize]>, Option<SlotUpdate>) {
         let (_, bk) = self.pool_sizes();
         let topo = self.scn.memory_topology;
         let want = if shared { crate::memory::StoreKind::Shared } else { crate::memory::StoreKind::Private(agent) };
@@ -176,9 +255,9 @@ impl World<'_> {
         // gains an item; the shared store's then serve every agent (unless visibility depends
         // on the reader).
         let reader_dependent = shared && topo == MemoryTopology::RoleIsolated;
-        let cache = &st.store_cache[slot];
-        if !reader_dependent && cache.items == st.task_items.len() {
-            return (cache.cands.clone(), cache.best.clone());
+        let old = &st.store_cache[slot];
+        if !reader_dependent && old.items == st.task_items.len() {
+            return (old.cands.clone(), old.best.clone(), None);
         }
         let mut cands: Vec<(f64, ItemId)> = Vec::new();
         for &id in &st.task_items {
@@ -195,18 +274,37 @@ impl World<'_> {
         top_k(&mut ranked, bk, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         let cands: Vec<(f64, ItemId)> = ranked.into_iter().map(|(s, _, id)| (s, id)).collect();
         let best = self.backend_selection(&cands);
-        let cands: Candidates = Rc::new(cands);
-        let st = self.cur.as_mut().expect("task");
-        let cache = &mut st.store_cache[slot];
-        cache.items = if reader_dependent { usize::MAX } else { st.task_items.len() };
-        cache.cands = cands.clone();
-        cache.best = best.clone();
-        (cands, best)
+        let cands: Candidates = Arc::new(cands);
+        let cache = StoreCache {
+            items: if reader_dependent { usize::MAX } else { st.task_items.len() },
+            cands: cands.clone(),
+            best: best.clone(),
+            ..old.clone()
+        };
+        (cands, best, Some(SlotUpdate { slot, cache, sims: None }))
     }
 
-    /// Two-stage retrieval (spec §3.3): per-store candidates and the pool the guard receives
-    /// (see [`Pool`]), the broker for shared items, the guard's scoring and firewall, then top-k.
-    pub(super) fn retrieve(&mut self, agent: u32, round: u32) -> Vec<(ItemId, f64)> {
+    /// Extends the task's similarity of its query to each intent of the run up to the bank's
+    /// intent count (a cache: each value is one cosine, whenever it is computed).
+    pub(super) fn fill_intent_sims(&mut self) {
+        let rows = self.bank.intent_count();
+        let dim = self.bank.dim().max(1);
+        let st = self.cur.as_mut().expect("task");
+        for row in st.intent_sims.len()..rows {
+            st.intent_sims.push(cosine(&st.query_emb, self.bank.intent_embedding(row * dim)));
+        }
+    }
+
+    /// Two-stage retrieval (spec §3.3) for `agent` in `round`, planned without writing
+    /// anything but the worker's `scratch`: per-store candidates and the pool the guard
+    /// receives (see [`Pool`]), the broker for shared items, the guard's scoring and firewall,
+    /// then top-k.
+    pub(super) fn plan_retrieve(
+        &self,
+        agent: u32,
+        round: u32,
+        scratch: &mut RetrieveScratch,
+    ) -> Result<RetrievePlan, NeedsWords> {
         let proto = &self.scn.protocol;
         let (sel_k, bk) = self.pool_sizes();
         // The core keeps this many after scoring; LongMemEval's runner then reranks and cuts
@@ -216,27 +314,28 @@ impl World<'_> {
         let k = if haystack { 4 * proto_top_k } else { proto_top_k };
         let st = self.cur.as_ref().expect("task");
         let task = st.task;
-        let wl = self.workload.clone();
-        let class = wl.tasks()[task as usize].class.as_str();
+        let class = self.workload.tasks()[task as usize].class.as_str();
         let reader = Reader { agent, task_class: class };
         let topo = self.scn.memory_topology;
         let kind = self.pool;
+        let mut slots: Vec<SlotUpdate> = Vec::new();
         // Each store's candidates are shared with the store cache, not copied.
         let mut pools: [Option<Candidates>; 2] = [None, None];
-        let mut bests: [Option<Rc<[usize]>>; 2] = [None, None];
+        let mut bests: [Option<Arc<[usize]>>; 2] = [None, None];
         let mut selected: Vec<(ItemId, bool)> = Vec::new();
         for (store_idx, shared) in [(0u64, false), (1u64, true)] {
             if shared && topo == MemoryTopology::PrivateOnly {
                 continue;
             }
             let slot = if shared { self.scn.agents as usize } else { agent as usize };
-            let (cands, best) = if kind == Pool::Flat {
+            let (cands, best, update) = if kind == Pool::Flat {
                 self.flat_candidates(shared, agent)
             } else if proto.same_task_scope {
                 self.scoped_candidates(slot, shared, agent)
             } else {
                 self.store_candidates(slot, shared, agent)
             };
+            slots.extend(update);
             match kind {
                 // The backend's own selection (ε-exploration or the hybrid top-k); the
                 // exploration stream is the selection's alone, so pools that ignore it change
@@ -261,8 +360,8 @@ impl World<'_> {
         }
         let (pure, stamp) = (self.guard.score_is_pure(), self.memo_stamp);
         let mut pool: Vec<(ItemId, bool)> = if matches!(kind, Pool::Resorted | Pool::UnionResorted) {
-            if self.prescore_memo.len() < self.bank.slots() {
-                self.prescore_memo.resize(self.bank.slots(), (0, 0, 0.0));
+            if scratch.prescore_memo.len() < self.bank.slots() {
+                scratch.prescore_memo.resize(self.bank.slots(), (0, 0, 0.0));
             }
             let class_id = self.bank.class_id(class);
             // The best `backend_k` by pre-score, in one bounded pass: per store under the
@@ -271,10 +370,9 @@ impl World<'_> {
             let order = |a: &(f64, usize, ItemId, bool), b: &(f64, usize, ItemId, bool)| {
                 b.0.total_cmp(&a.0).then(a.1.cmp(&b.1))
             };
-            let mut ranked = std::mem::take(&mut self.scratch.ranked);
+            let mut ranked = std::mem::take(&mut scratch.ranked);
             ranked.clear();
-            let mut pool = std::mem::take(&mut self.scratch.pool);
-            pool.clear();
+            let mut pool = Vec::new();
             let mut position = 0usize;
             for (store_idx, cands) in pools.iter().enumerate() {
                 let Some(cands) = cands else { continue };
@@ -282,7 +380,7 @@ impl World<'_> {
                 let per_store = kind == Pool::Resorted;
                 // Per store the candidates come in the backend's hybrid order; the union keeps
                 // candidate order.
-                let hybrid = bests[store_idx].clone().unwrap_or_else(|| Rc::new([]));
+                let hybrid = bests[store_idx].clone().unwrap_or_else(|| Arc::new([]));
                 let n = if per_store { hybrid.len() } else { cands.len() };
                 for rank in 0..n {
                     let ci = if per_store { hybrid[rank] } else { rank };
@@ -290,13 +388,13 @@ impl World<'_> {
                     // The pre-score depends on the item, its intent similarity to the task's
                     // query and the reader: memoised per task like the read verdicts.
                     let i = self.bank.slot_of(id);
-                    let m = self.prescore_memo[i];
+                    let m = scratch.prescore_memo[i];
                     let p = if pure && m.0 == stamp && m.1 == agent {
                         m.2
                     } else {
                         let input = self.bank.prescore_input(id, agent, class, class_id);
                         let p = self.guard.prescore(input, s);
-                        self.prescore_memo[i] = (stamp, agent, p);
+                        scratch.prescore_memo[i] = (stamp, agent, p);
                         p
                     };
                     let pos = if per_store { rank } else { position };
@@ -309,14 +407,13 @@ impl World<'_> {
                 }
             }
             pool.extend(ranked.iter().map(|(_, _, id, sh)| (*id, *sh)));
-            self.scratch.ranked = ranked;
+            scratch.ranked = ranked;
             pool
         } else {
             selected
         };
         // The cross-agent broker on shared items.
-        let mut blocked = std::mem::take(&mut self.scratch.blocked);
-        blocked.clear();
+        let mut blocked: Vec<(ItemId, &'static str, &'static str)> = Vec::new();
         pool.retain(|(id, shared)| {
             if !*shared {
                 return true;
@@ -330,7 +427,7 @@ impl World<'_> {
             }
         });
         // Cluster share over every candidate handed to scoring (spec C11).
-        let mut keys = std::mem::take(&mut self.scratch.keys);
+        let mut keys = std::mem::take(&mut scratch.keys);
         keys.clear();
         keys.extend(pool.iter().map(|(id, _)| self.bank.get(*id).features.answer_key));
         let keyed = keys.iter().filter(|k| k.is_some()).count();
@@ -338,14 +435,16 @@ impl World<'_> {
         for k in keys.iter().flatten() {
             key_counts[*k as usize] += 1;
         }
-        let query_emb = self.cur.as_ref().expect("task").query_emb.clone();
+        let query_emb = &st.query_emb;
         // The best `top_k` unblocked candidates by score, in one bounded pass; ties keep
         // candidate order (spec C11): the position among unblocked candidates breaks them.
         let order =
             |a: &(f64, usize, ItemId, f64), b: &(f64, usize, ItemId, f64)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
-        let mut top = std::mem::take(&mut self.scratch.top);
+        let mut top = std::mem::take(&mut scratch.top);
         top.clear();
+        let mut fresh = Vec::new();
         let mut unblocked = 0usize;
+        let mut outcome = Ok(());
         for (i, (id, _)) in pool.iter().enumerate() {
             let share = match keys[i] {
                 Some(key) => key_counts[key as usize] as f64 / keyed.max(1) as f64,
@@ -353,29 +452,34 @@ impl World<'_> {
             };
             let cluster = Cluster { share, keyed };
             let i = self.bank.slot_of(*id);
-            if self.sim_memo.len() <= i {
-                self.sim_memo.resize(self.bank.slots(), (0, 0.0));
-                self.verdict_memo
+            if scratch.sim_memo.len() <= i {
+                scratch.sim_memo.resize(self.bank.slots(), (0, 0.0));
+                scratch
+                    .verdict_memo
                     .resize(self.bank.slots(), (0, 0, 0, 0, crate::guard::ReadVerdict { score: 0.0, blocked: None }));
             }
-            let stamp = self.memo_stamp;
-            let sim = if self.sim_memo[i].0 == stamp {
-                self.sim_memo[i].1
+            let sim = if scratch.sim_memo[i].0 == stamp {
+                scratch.sim_memo[i].1
             } else {
-                let s = self.text_similarity(*id, &query_emb);
-                self.sim_memo[i] = (stamp, s);
-                s
+                match self.plan_text_similarity(*id, query_emb, &mut fresh) {
+                    Ok(s) => {
+                        scratch.sim_memo[i] = (stamp, s);
+                        s
+                    }
+                    Err(e) => {
+                        outcome = Err(e);
+                        break;
+                    }
+                }
             };
-            let pure = self.guard.score_is_pure();
-            let m = self.verdict_memo[i];
+            let m = scratch.verdict_memo[i];
             let reader_key = if pure { self.guard.score_reader_key(self.bank.get(*id), reader) } else { 0 };
             let v = if pure && m.0 == stamp && m.1 == reader_key && m.2 == share.to_bits() && m.3 == keyed {
                 m.4
             } else {
-                let st = self.cur.as_ref().expect("task");
                 let v = self.guard.score(self.bank.get(*id), &st.query, sim, cluster, reader);
                 if pure {
-                    self.verdict_memo[i] = (stamp, reader_key, share.to_bits(), keyed, v);
+                    scratch.verdict_memo[i] = (stamp, reader_key, share.to_bits(), keyed, v);
                 }
                 v
             };
@@ -388,10 +492,32 @@ impl World<'_> {
                 }
             }
         }
-        if haystack {
+        if outcome.is_ok() && haystack {
             rerank_history(&mut top, &self.history_overlap, proto_top_k);
         }
-        for (id, _) in &pool {
+        let selection = top.iter().map(|&(_, _, id, sim)| (id, sim)).collect();
+        // Hand the buffers back for the next retrieval.
+        scratch.top = top;
+        scratch.keys = keys;
+        outcome?;
+        Ok(RetrievePlan { pool: pool.into_iter().map(|(id, _)| id).collect(), blocked, selection, slots, fresh })
+    }
+
+    /// Writes what a retrieval planned, in the order a retrieval always has: its caches, the
+    /// candidates' counters, the guard's observation of its blocks, each block (recorder,
+    /// trace, monitors), each selected memory (counter, LRU touch, trace, inspection).
+    pub(super) fn apply_retrieve(&mut self, agent: u32, round: u32, plan: RetrievePlan) -> Vec<(ItemId, f64)> {
+        let RetrievePlan { pool, blocked, selection, slots, fresh } = plan;
+        let task = self.cur.as_ref().expect("task").task;
+        for u in slots {
+            self.apply_slot(u);
+        }
+        for (id, e) in fresh {
+            if self.bank.text_embedding(id).is_none() {
+                self.bank.set_text_embedding(id, e);
+            }
+        }
+        for id in &pool {
             self.bank.get_mut(*id).retrieved_count += 1;
         }
         if !blocked.is_empty() {
@@ -411,7 +537,7 @@ impl World<'_> {
                 observe(&mut self.monitors, &self.bank, &self.oracle, self.scn.agents, at, obs);
             }
         }
-        for &(_, _, id, _) in &top {
+        for &(id, _) in &selection {
             self.bank.get_mut(id).selected_count += 1;
             self.bank.touch(id);
             self.trace.u64(u64::from(id));
@@ -419,14 +545,32 @@ impl World<'_> {
                 i.selections.push((task, round, agent, id, self.bank.get(id).status));
             }
         }
-        let selection = top.iter().map(|&(_, _, id, sim)| (id, sim)).collect();
-        // Hand the buffers back for the next retrieval.
-        self.scratch.top = top;
-        self.scratch.blocked = blocked;
-        self.scratch.keys = keys;
-        self.scratch.pool = pool;
         selection
     }
+}
+
+impl World<'_> {
+    /// Writes back a store's rebuilt candidate cache.
+    pub(super) fn apply_slot(&mut self, u: SlotUpdate) {
+        let st = self.cur.as_mut().expect("task");
+        if let Some(sims) = u.sims {
+            st.group_sims[u.slot] = sims;
+        }
+        st.store_cache[u.slot] = u.cache;
+    }
+}
+
+impl RetrievePlan {
+    /// The selected memories and their retrieval similarity, best first.
+    pub(super) fn selection(&self) -> &[(ItemId, f64)] {
+        &self.selection
+    }
+}
+
+/// Locks a cache whose entries are each a function of their key: a poisoned lock still holds
+/// whole entries, so it is taken as it is.
+pub(super) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Inserts `x` into `best`, kept sorted by `cmp` and at most `k` long. Fed a sequence, it
@@ -545,7 +689,7 @@ fn top_k<T: Copy>(v: &mut Vec<T>, k: usize, cmp: impl Fn(&T, &T) -> std::cmp::Or
 
 /// Indices of the `k` best candidates by the backend's hybrid score 0.5·z_sim + 0.5·z_q
 /// (ties: candidate order).
-fn hybrid_top_k(cands: &[(f64, ItemId)], bank: &MemoryBank, k: usize) -> Rc<[usize]> {
+fn hybrid_top_k(cands: &[(f64, ItemId)], bank: &MemoryBank, k: usize) -> Arc<[usize]> {
     // Mean and spread of the candidates' Q (summed in candidate order), then one bounded pass
     // over the hybrid scores; ties keep candidate order.
     let n = cands.len().max(1) as f64;

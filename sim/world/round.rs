@@ -1,61 +1,140 @@
 //! One round: every agent's call, the message guard's review, metrics, and the INFA harness's
 //! round memories.
 
+use super::retrieve::{NeedsWords, RetrievePlan, RetrieveScratch};
 use super::*;
+use rayon::prelude::*;
+
+/// One agent's call as planned from the round's state, before anything is written.
+pub(super) struct CallPlan {
+    agent: u32,
+    /// Its retrieval (none when the round reuses the first round's selection).
+    retrieval: Option<RetrievePlan>,
+    selection: Vec<(ItemId, f64)>,
+    /// The peers whose outputs it received, in delivery order.
+    senders: Vec<u32>,
+    /// How similar each selected memory looks to the model.
+    shown: Vec<f64>,
+    answer: Answer,
+    tokens: u32,
+}
+
+/// Below this many agents per worker a round's calls are planned on one thread: the workers'
+/// memos are separate, so splitting a small team repeats more scoring than it saves.
+const MIN_AGENTS_PER_WORKER: usize = 64;
 
 impl World<'_> {
-    /// An agent retrieves and answers.
+    /// An agent retrieves and answers, now (the calls of a round one after another).
     pub(super) fn call(&mut self, agent: u32, round: u32) {
+        self.fill_intent_sims();
+        loop {
+            let mut scratch = std::mem::take(&mut self.scratches[0]);
+            let plan = self.plan_call(agent, round, &mut scratch);
+            self.scratches[0] = scratch;
+            match plan {
+                Ok(plan) => return self.apply_call(round, plan),
+                // A retrieval key with a word not yet seen: intern it here, in call order.
+                Err(NeedsWords(key)) => {
+                    tokens_of(&key.to_lowercase(), &mut self.lex);
+                }
+            }
+        }
+    }
+
+    /// An agent's call in a lockstep round: the round's calls are planned together when the
+    /// first of them is due (see [`Self::plan_round`]), and each is applied in its turn.
+    pub(super) fn call_planned(&mut self, task: u32, agent: u32, round: u32) {
+        if self.planned_for != Some((task, round)) {
+            self.plan_round(round);
+            self.planned_for = Some((task, round));
+        }
+        match self.planned.get_mut(agent as usize).and_then(Option::take) {
+            Some(plan) => self.apply_call(round, plan),
+            None => self.call(agent, round),
+        }
+    }
+
+    /// Plans every call of a lockstep round from its starting state: nothing a call writes
+    /// (its caches, counters, LRU touches, trace, records) is read by another call of the
+    /// round, so the plans can be made on several threads and applied in agent order with the
+    /// same bytes as calls made one after another, for any number of threads
+    /// (`tests/determinism.rs`). Calls stay one after another when a call's effects reach the
+    /// next: a guard whose scores learn within a task, or a backbone that records or replays
+    /// calls in order. A call whose retrieval needs a word interned is made in its turn.
+    fn plan_round(&mut self, round: u32) {
+        let n = self.scn.agents as usize;
+        self.planned.clear();
+        if !self.guard.score_is_pure() || self.sites {
+            return;
+        }
+        self.fill_intent_sims();
+        self.warm_shared_candidates();
+        let chunks = rayon::current_num_threads().min(n / MIN_AGENTS_PER_WORKER).max(1);
+        if self.scratches.len() < chunks {
+            self.scratches.resize_with(chunks, Default::default);
+        }
+        let size = n.div_ceil(chunks);
+        let mut scratches = std::mem::take(&mut self.scratches);
+        let this = &*self;
+        let plans: Vec<Vec<Option<CallPlan>>> = scratches[..chunks]
+            .par_iter_mut()
+            .enumerate()
+            .map(|(c, scratch)| {
+                (c * size..((c + 1) * size).min(n)).map(|a| this.plan_call(a as u32, round, scratch).ok()).collect()
+            })
+            .collect();
+        self.scratches = scratches;
+        self.planned = plans.into_iter().flatten().collect();
+    }
+
+    /// Brings the shared store's candidate cache up to date before a round's calls are
+    /// planned: it serves every agent, so it is built once rather than by each worker.
+    fn warm_shared_candidates(&mut self) {
+        if self.scn.memory_topology == MemoryTopology::PrivateOnly || self.pool == retrieve::Pool::Flat {
+            return;
+        }
+        let slot = self.scn.agents as usize;
+        let (_, _, update) = if self.scn.protocol.same_task_scope {
+            self.scoped_candidates(slot, true, 0)
+        } else {
+            self.store_candidates(slot, true, 0)
+        };
+        if let Some(u) = update {
+            self.apply_slot(u);
+        }
+    }
+
+    /// What `agent`'s call in `round` retrieves and answers, from the world as it stands;
+    /// writes nothing but the worker's `scratch`.
+    fn plan_call(&self, agent: u32, round: u32, scratch: &mut RetrieveScratch) -> Result<CallPlan, NeedsWords> {
         let st = self.cur.as_ref().expect("task");
         let task = st.task;
-        let selection = if round > 0 && self.scn.protocol.retrieval == RetrievalMode::Once {
-            st.selected[0][agent as usize].clone()
+        let (retrieval, selection) = if round > 0 && self.scn.protocol.retrieval == RetrievalMode::Once {
+            (None, st.selected[0][agent as usize].clone())
         } else {
-            self.retrieve(agent, round)
+            let plan = self.plan_retrieve(agent, round, scratch)?;
+            let selection = plan.selection().to_vec();
+            (Some(plan), selection)
         };
         let t = self.task(task);
-        let poisoning = t.poisoning;
-        let st = self.cur.as_ref().expect("task");
         let role = if self.is_attacker[agent as usize] {
-            Role::Attacker { target: if poisoning { st.target } else { None } }
+            Role::Attacker { target: if t.poisoning { st.target } else { None } }
         } else {
             Role::Benign
         };
-        let (peer_msgs, senders): (Vec<(TextFeatures, bool)>, Vec<u32>) =
+        let (peer_msgs, senders): (Vec<&(TextFeatures, bool)>, Vec<u32>) =
             if self.scn.protocol.peer_messages && round > 0 {
                 self.graph
                     .incoming(agent)
                     .iter()
-                    .filter_map(|j| st.shown[round as usize - 1][*j as usize].clone().map(|m| (m, *j)))
+                    .filter_map(|j| st.shown[round as usize - 1][*j as usize].as_ref().map(|m| (m, *j)))
                     .unzip()
             } else {
                 (Vec::new(), Vec::new())
             };
-        // Each delivered message is routed: the strict ledger hands its sender's labels on.
-        for &j in &senders {
-            self.route_labels(j, agent);
-        }
-        // A signed ledger checks each memory's tag as it enters the prompt (its cost counted).
-        if let Some(l) = self.ledger.as_mut() {
-            for (id, _) in &selection {
-                l.check_read(self.bank.get(*id));
-            }
-        }
         // The model judges a memory's relevance by what the prompt shows.
-        let query_emb = self.cur.as_ref().expect("task").query_emb.clone();
-        let shown: Vec<f64> = selection.iter().map(|(id, sim)| self.shown_similarity(*id, *sim, &query_emb)).collect();
-        if self.monitors.is_some() {
-            let items: Vec<ItemId> = selection.iter().map(|(id, _)| *id).collect();
-            let at = self.at();
-            let obs = Observation::Prompt { task, round, agent, items: &items };
-            observe(&mut self.monitors, &self.bank, &self.oracle, self.scn.agents, at, obs);
-        }
-        if let Some(i) = self.inspection.as_mut() {
-            for ((id, sim), s) in selection.iter().zip(&shown) {
-                i.evidence.push((task, round, agent, *id, *sim, *s));
-            }
-        }
-        let st = self.cur.as_ref().expect("task");
+        let shown: Vec<f64> =
+            selection.iter().map(|(id, sim)| self.shown_similarity(*id, *sim, &st.query_emb)).collect();
         let evidence: Vec<Evidence<'_>> = selection
             .iter()
             .zip(&shown)
@@ -63,7 +142,6 @@ impl World<'_> {
             .collect();
         let peers: Vec<Peer<'_>> = peer_msgs.iter().map(|(f, c)| Peer { features: f, cautioned: *c }).collect();
         let site = self.sites.then(|| {
-            let t = self.task(task);
             let messages = (!senders.is_empty()).then(|| {
                 let mut h = blake3::Hasher::new();
                 for (j, (_, c)) in senders.iter().zip(&peer_msgs) {
@@ -95,12 +173,46 @@ impl World<'_> {
             memories: &evidence,
             framing: self.framing,
             peers: &peers,
-            open_ended: self.task(task).open_ended,
+            open_ended: t.open_ended,
             site: site.as_ref(),
         };
         let mut rng = self.streams.rng(StreamKind::Decision, &[u64::from(task), u64::from(agent), u64::from(round)]);
         let answer = self.backbone.answer(&ctx, &mut rng);
-        let tokens = render::prompt_tokens(self.task(task), &selection, &self.bank, peers.len());
+        let tokens = render::prompt_tokens(t, &selection, &self.bank, peers.len());
+        Ok(CallPlan { agent, retrieval, selection, senders, shown, answer, tokens })
+    }
+
+    /// Writes what a call planned, in the order a call always has: its retrieval, the
+    /// labels routed with the messages it received, the ledger's read checks, monitors,
+    /// inspection, the trace, and the round's records.
+    fn apply_call(&mut self, round: u32, plan: CallPlan) {
+        let CallPlan { agent, retrieval, selection, senders, shown, answer, tokens } = plan;
+        let task = self.cur.as_ref().expect("task").task;
+        let selection = match retrieval {
+            Some(r) => self.apply_retrieve(agent, round, r),
+            None => selection,
+        };
+        // Each delivered message is routed: the strict ledger hands its sender's labels on.
+        for &j in &senders {
+            self.route_labels(j, agent);
+        }
+        // A signed ledger checks each memory's tag as it enters the prompt (its cost counted).
+        if let Some(l) = self.ledger.as_mut() {
+            for (id, _) in &selection {
+                l.check_read(self.bank.get(*id));
+            }
+        }
+        if self.monitors.is_some() {
+            let items: Vec<ItemId> = selection.iter().map(|(id, _)| *id).collect();
+            let at = self.at();
+            let obs = Observation::Prompt { task, round, agent, items: &items };
+            observe(&mut self.monitors, &self.bank, &self.oracle, self.scn.agents, at, obs);
+        }
+        if let Some(i) = self.inspection.as_mut() {
+            for ((id, sim), s) in selection.iter().zip(&shown) {
+                i.evidence.push((task, round, agent, *id, *sim, *s));
+            }
+        }
         self.trace.u64(u64::from(answer.choice));
         let now = self.now();
         let st = self.cur.as_mut().expect("task");
