@@ -129,11 +129,11 @@ impl ExplainInput {
     /// `memlink check` writes beside a counterexample).
     pub fn of_item(it: &crate::memory::MemoryItem, shared: bool) -> Self {
         ExplainInput {
-            intent: it.intent.clone(),
+            intent: it.intent.to_string(),
             experience: it.experience.clone(),
             utility_q: it.utility_q,
-            source_type: it.source_type.clone(),
-            memory_type: it.memory_type.clone(),
+            source_type: it.source_type.to_string(),
+            memory_type: it.memory_type.to_string(),
             scope: if shared { Scope::Team } else { it.scope },
             allowed_agents: it.allowed_agents.clone(),
             allowed_task_classes: it.allowed_task_classes.clone(),
@@ -141,7 +141,7 @@ impl ExplainInput {
             hazard: it.hazard.clamp(0.0, 1.0),
             taint: it.taint,
             source_agent_trust: it.source_agent_trust,
-            parents: it.parents().to_vec(),
+            parents: it.parents().iter().map(|p| p.to_string()).collect(),
             success_count: it.success_count,
             failure_count: it.failure_count,
             strict: None,
@@ -247,10 +247,10 @@ pub struct Explanation {
 /// Builds the item an input describes (before the metadata step).
 pub fn build_item(input: &ExplainInput, lex: &mut Lexicon) -> MemoryItem {
     let features = analyze(&input.intent, &input.experience, lex);
-    let mut m = MemoryItem::new("explain".into(), input.intent.clone(), input.experience.clone(), features);
+    let mut m = MemoryItem::new("explain".into(), input.intent.as_str().into(), input.experience.clone(), features);
     m.utility_q = input.utility_q;
-    m.source_type = input.source_type.clone();
-    m.memory_type = input.memory_type.clone();
+    m.source_type = input.source_type.clone().into();
+    m.memory_type = input.memory_type.clone().into();
     m.scope = input.scope;
     m.allowed_agents = input.allowed_agents.clone();
     m.allowed_task_classes = input.allowed_task_classes.clone();
@@ -258,7 +258,7 @@ pub fn build_item(input: &ExplainInput, lex: &mut Lexicon) -> MemoryItem {
     m.hazard = input.hazard;
     m.taint = input.taint;
     m.source_agent_trust = input.source_agent_trust;
-    m.set_parents(input.parents.clone());
+    m.set_parents(input.parents.iter().map(|p| p.as_str().into()).collect());
     m.success_count = input.success_count;
     m.failure_count = input.failure_count;
     m

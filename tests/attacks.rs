@@ -99,12 +99,13 @@ fn check(attack: AttackConfig, t: &Task, target: u8, id: &str, scope: Scope) {
     let mut item = w.item.clone();
     attack.clamp(&mut item);
     let s = |k: &str| e[k].as_str().unwrap().to_string();
-    assert_eq!(item.intent, s("intent"), "{id} intent");
+    assert_eq!(&*item.intent, s("intent"), "{id} intent");
     assert_eq!(item.experience, s("experience"), "{id} experience");
     assert_eq!(item.source_type, s("source_type"), "{id}");
     assert_eq!(item.memory_type, s("memory_type"), "{id}");
     let parents: Vec<String> = e["parents"].as_array().unwrap().iter().map(|p| p.as_str().unwrap().into()).collect();
-    assert_eq!(item.parents(), parents.as_slice(), "{id} parents");
+    let got: Vec<&str> = item.parents().iter().map(|p| &**p).collect();
+    assert_eq!(got, parents, "{id} parents");
     let classes: Vec<String> =
         e["allowed_task_classes"].as_array().unwrap().iter().map(|p| p.as_str().unwrap().into()).collect();
     assert_eq!(item.allowed_task_classes, classes, "{id}");
@@ -182,7 +183,7 @@ fn obvious_stealth_keeps_the_attack_words_and_routes() {
     assert!(w[0].item.experience.contains("Trigger phrase"));
     assert_eq!(w[0].item.source_type, "agentpoison_trigger_backdoor");
     assert_eq!(w[0].item.taint, Taint::External);
-    assert!(w[0].item.parents().iter().any(|p| p == "agentpoison"));
+    assert!(w[0].item.parents().iter().any(|p| &**p == "agentpoison"));
     // No attack writes nothing.
     assert!(AttackConfig::None.plan(&refund(), 1, &[0], 8, &mut hooks).is_empty());
 }

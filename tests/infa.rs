@@ -101,7 +101,8 @@ fn round_memories_follow_the_reference_template() {
         let head = format!("Task: {}\nAgent {agent} response from physical-topology PI run: ", task.query);
         assert!(it.experience.starts_with(&head), "{}", it.experience);
         assert_eq!(it.retrieval_key.as_deref(), Some(task.query.as_str()));
-        assert_eq!(it.parents(), [task.id.clone(), "attack_source=PI".to_string(), "topology=star".to_string()]);
+        let parents: Vec<&str> = it.parents().iter().map(|p| &**p).collect();
+        assert_eq!(parents, [task.id.as_str(), "attack_source=PI", "topology=star"]);
         let (intent, trust) = if agent <= 2 {
             seen.0 += 1;
             ("PI contaminated or untrusted physical-topology response memory", 0.20)
@@ -112,7 +113,7 @@ fn round_memories_follow_the_reference_template() {
             seen.2 += 1;
             ("PI benign peer reasoning memory for same-task collaboration", 0.78)
         };
-        assert_eq!(it.intent, intent);
+        assert_eq!(&*it.intent, intent);
         assert_eq!(it.source_agent_trust, trust, "{}", it.name);
     }
     assert!(seen.0 == 3 * 4 * 3 && seen.2 > 0, "{seen:?}");

@@ -66,11 +66,11 @@ proptest! {
             let before = format!("{it:?}");
             match field {
                 0 => it.writer = Writer::Agent(3 + 1 + n),
-                1 => it.source_type.push_str(&text),
-                2 => it.memory_type.push_str(&text),
+                1 => it.source_type.to_mut().push_str(&text),
+                2 => it.memory_type.to_mut().push_str(&text),
                 3 => it.scope = Scope::Team,
                 4 => it.allowed_agents.push(10 + n),
-                5 => it.set_parents(vec![text.clone()]),
+                5 => it.set_parents(vec![text.as_str().into()]),
                 6 => it.origin_task += 1 + n,
                 7 => it.origin_round += 1 + n,
                 _ => it.experience.push_str(&text),

@@ -85,8 +85,8 @@ pub fn plan(
         let sharers = if hooks.dedupe_shared { &attackers[..attackers.len().min(1)] } else { attackers };
         copies.extend(sharers.iter().map(|a| (Scope::Team, *a)));
     }
-    let parents =
-        if stealth == Stealth::Obvious { payload.parents.clone() } else { super::sanitize_parents(&payload.parents) };
+    let parents: Vec<std::sync::Arc<str>> = payload.parents.iter().map(|p| p.as_str().into()).collect();
+    let parents = if stealth == Stealth::Obvious { parents } else { super::sanitize_parents(&parents) };
     let text_features = (hooks.features)(&payload.intent, &payload.experience);
     let mut out = Vec::with_capacity(copies.len());
     for (scope, att) in copies {
@@ -105,7 +105,8 @@ pub fn plan(
         // The reference builds each attacker's base memory as its private copy, derives it
         // (build), disguises and derives it again (stealth), and only then copies it; the shared
         // copy keeps the private base's τ and h until its commit-time derive (spec C9).
-        let mut item = MemoryItem::new(name, payload.intent.clone(), payload.experience.clone(), text_features.clone());
+        let mut item =
+            MemoryItem::new(name, payload.intent.as_str().into(), payload.experience.clone(), text_features.clone());
         item.utility_q = payload.q;
         item.backend_q = item.utility_q;
         item.hazard = payload.hazard;
@@ -123,7 +124,7 @@ pub fn plan(
         (hooks.derive)(&mut item);
         let side = if scope == Scope::Team { "_shared" } else { "_private" };
         if stealth != Stealth::Obvious {
-            item.source_type = format!("{}{side}", payload.disguise.0);
+            item.source_type = format!("{}{side}", payload.disguise.0).into();
             item.memory_type = payload.disguise.1.into();
         }
         stealth.apply_metadata(&mut item);

@@ -3,6 +3,7 @@
 
 use crate::memory::{MemoryItem, Taint};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// Stealth mode.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -63,8 +64,8 @@ pub fn sanitize_text(text: &str) -> String {
 }
 
 /// Drops lineage strings that name the attack and appends `seed_trace`.
-pub fn sanitize_parents(parents: &[String]) -> Vec<String> {
-    let mut out: Vec<String> = parents
+pub fn sanitize_parents(parents: &[Arc<str>]) -> Vec<Arc<str>> {
+    let mut out: Vec<Arc<str>> = parents
         .iter()
         .filter(|p| {
             let l = p.to_lowercase();
@@ -83,7 +84,7 @@ impl Stealth {
         if self == Stealth::Obvious {
             return;
         }
-        item.intent = sanitize_text(&item.intent);
+        item.intent = sanitize_text(&item.intent).into();
         item.experience = sanitize_text(&item.experience);
         item.set_parents(sanitize_parents(item.parents()));
         self.apply_metadata(item);

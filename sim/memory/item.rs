@@ -3,6 +3,8 @@
 use crate::engine::Time;
 use crate::text::TextFeatures;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+use std::sync::Arc;
 
 /// Lineage markers of spec §2.1 signal 2: a marker counts once if it is a substring of the
 /// parents, the source route or the memory type.
@@ -19,12 +21,12 @@ pub const LINEAGE_MARKERS: [&str; 7] = [
 /// Bit i set when `LINEAGE_MARKERS[i]` is a substring of any string of `strings`, compared
 /// lower-cased as the reference compares them (it lower-cases the space-joined parent list; no
 /// marker holds a space, so no marker can span two parents).
-pub fn marker_bits(strings: &[String]) -> u8 {
+pub fn marker_bits<S: AsRef<str>>(strings: &[S]) -> u8 {
     thread_local! {
         static SEEN: std::cell::RefCell<rustc_hash::FxHashMap<String, u8>> = Default::default();
     }
     let mut bits = 0u8;
-    for p in strings.iter().filter(|p| p.contains('_')) {
+    for p in strings.iter().map(AsRef::as_ref).filter(|p| p.contains('_')) {
         // Every marker has an underscore and at least 11 bytes; lower-casing can shorten a
         // non-ASCII string (the Kelvin sign is 3 bytes, its lower case 1), so only an ASCII
         // string is judged by its length.
@@ -32,7 +34,7 @@ pub fn marker_bits(strings: &[String]) -> u8 {
             continue;
         }
         bits |= SEEN.with(|seen| {
-            if let Some(b) = seen.borrow().get(p.as_str()) {
+            if let Some(b) = seen.borrow().get(p) {
                 return *b;
             }
             let lower = p.to_lowercase();
@@ -46,7 +48,7 @@ pub fn marker_bits(strings: &[String]) -> u8 {
             if seen.len() > 1 << 16 {
                 seen.clear();
             }
-            seen.insert(p.clone(), b);
+            seen.insert(p.to_string(), b);
             b
         });
     }
@@ -121,7 +123,7 @@ pub struct MemoryItem {
     /// The reference-style memory id string.
     pub name: String,
     /// Short task description; also the retrieval key.
-    pub intent: String,
+    pub intent: Arc<str>,
     /// The text rendered into prompts.
     pub experience: String,
     /// Features of `intent + "\n" + experience`.
@@ -141,9 +143,9 @@ pub struct MemoryItem {
     /// Round the item was written in.
     pub origin_round: u32,
     /// Write path / source route (scanned by substring).
-    pub source_type: String,
+    pub source_type: Cow<'static, str>,
     /// Kind of memory (scanned by substring).
-    pub memory_type: String,
+    pub memory_type: Cow<'static, str>,
     /// Private or team.
     pub scope: Scope,
     /// ACL: agents allowed to read (empty = everyone).
@@ -161,7 +163,7 @@ pub struct MemoryItem {
     /// Lifecycle status.
     pub status: Status,
     /// Lineage strings (task ids, route markers, parent memory ids); see [`Self::set_parents`].
-    parents: Vec<String>,
+    parents: Vec<Arc<str>>,
     /// Which [`LINEAGE_MARKERS`] occur in `parents`, one bit per marker (kept in step by
     /// `set_parents`, so the lineage signal never rescans the strings).
     parent_markers: u8,
@@ -196,7 +198,7 @@ pub struct LedgerTag {
 
 impl MemoryItem {
     /// A blank item with the given texts; callers fill in metadata before committing.
-    pub fn new(name: String, intent: String, experience: String, features: TextFeatures) -> Self {
+    pub fn new(name: String, intent: Arc<str>, experience: String, features: TextFeatures) -> Self {
         MemoryItem {
             id: 0,
             name,
@@ -209,8 +211,8 @@ impl MemoryItem {
             origin_task: 0,
             writer: Writer::External,
             origin_round: 0,
-            source_type: String::new(),
-            memory_type: String::new(),
+            source_type: Cow::Borrowed(""),
+            memory_type: Cow::Borrowed(""),
             scope: Scope::Private,
             allowed_agents: Vec::new(),
             allowed_task_classes: Vec::new(),
@@ -233,12 +235,12 @@ impl MemoryItem {
     }
 
     /// Lineage strings.
-    pub fn parents(&self) -> &[String] {
+    pub fn parents(&self) -> &[Arc<str>] {
         &self.parents
     }
 
     /// Replaces the lineage strings.
-    pub fn set_parents(&mut self, parents: Vec<String>) {
+    pub fn set_parents(&mut self, parents: Vec<Arc<str>>) {
         self.parent_markers = marker_bits(&parents);
         self.parents = parents;
     }

@@ -406,7 +406,7 @@ impl MemoryBank {
         for &id in &ids {
             let s = self.slot[id as usize];
             self.items[s as usize] =
-                MemoryItem::new(String::new(), String::new(), String::new(), crate::text::TextFeatures::default());
+                MemoryItem::new(String::new(), "".into(), String::new(), crate::text::TextFeatures::default());
             self.text_embeddings[s as usize] = None;
             self.slot[id as usize] = RELEASED;
             self.free.push(s);

@@ -167,7 +167,7 @@ impl World<'_> {
             };
             let tag = Embedder::text_key(&h.text) & 0xff_ffff_ffff;
             let name = format!("lme_haystack_{}_{}_{}_{tag:010x}_shared", t.id, h.session, i);
-            let mut item = MemoryItem::new(name, intent, experience, features);
+            let mut item = MemoryItem::new(name, intent.into(), experience, features);
             item.utility_q = if reference || h.query_matching { 0.97 } else { 0.85 };
             item.trust = 0.90;
             item.hazard = 0.0;
@@ -178,7 +178,7 @@ impl World<'_> {
             item.writer = Writer::User;
             item.allowed_agents = (0..self.scn.agents).collect();
             item.allowed_task_classes = vec![t.class.clone()];
-            item.set_parents(vec![t.id.clone()]);
+            item.set_parents(vec![t.id.as_str().into()]);
             item.source_agent_trust = 1.0;
             if reference {
                 item.retrieval_key = Some(format!(

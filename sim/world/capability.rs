@@ -167,7 +167,7 @@ impl World<'_> {
             let persuasion = Adaptive::persuasion(&features, argues);
             for forgery in metadata_menu(crate::attack::capability::ForgeOrder::Rederived) {
                 let mut item = w.item.clone();
-                item.intent.clone_from(&intent);
+                item.intent = intent.as_str().into();
                 item.experience.clone_from(&experience);
                 item.features = features.clone();
                 if !forgery.fields.is_empty() {
@@ -325,12 +325,13 @@ impl World<'_> {
             intent = match self.scn.protocol.handoff_intent {
                 HandoffIntent::SenderReceiver => render::handoff_intent(src, dst),
                 HandoffIntent::TaskQuestion => render::handoff_task_intent(t),
-            };
+            }
+            .into();
             features = analyze(&intent, &experience, &mut self.lex);
             let keep = rng.bernoulli(l.parent_retention);
             kept_all &= keep;
-            let fresh = vec![
-                t.id.clone(),
+            let fresh: Vec<Arc<str>> = vec![
+                t.id.as_str().into(),
                 self.round_labels[1].clone(),
                 self.agent_labels[src as usize].clone(),
                 self.agent_labels[dst as usize].clone(),
@@ -359,7 +360,7 @@ impl World<'_> {
         let mut label = Label::clean();
         if kept_all {
             label.taint = Taint::External;
-            label.parents = parents;
+            label.parents = parents.iter().map(|p| p.to_string()).collect();
         }
         let tokens = self.cur.as_ref().map(|s| s.target_tokens.clone()).unwrap_or_default();
         let record = self.direct_record(task, target, tokens, verbatim_all);

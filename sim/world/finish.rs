@@ -75,7 +75,7 @@ impl World<'_> {
                 let (intent, parts) = render::outcome_parts(t, a, ans.choice, truth.gold, proto.feedback);
                 let (experience, features) = self.composed(&intent, &parts);
                 let name = format!("benign_stream_{task}_{}_agent_{a}", t.id);
-                let mut item = MemoryItem::new(name, intent, experience, features);
+                let mut item = MemoryItem::new(name, intent.into(), experience, features);
                 let correct = ans.choice == truth.gold;
                 if proto.feedback == FeedbackPolicy::None {
                     item.source_type = "agent_self_unverified_consolidation".into();
@@ -105,7 +105,7 @@ impl World<'_> {
                 item.writer = Writer::Agent(a);
                 item.allowed_agents = vec![a];
                 item.allowed_task_classes = vec![t.class.to_string()];
-                item.set_parents(vec![t.id.clone()]);
+                item.set_parents(vec![t.id.as_str().into()]);
                 item.source_agent_trust = 0.5;
                 let label = self.ledger_label(&st, a, None, last);
                 self.commit(item, Scope::Private, a, (StrictChannel::AgentOutput, label), None, Route::Outcome);
@@ -218,20 +218,21 @@ impl World<'_> {
             let (intent, experience) = render::promotion_text(t, a, ans.choice, final_answer, &retrieved);
             let features = self.features(&intent, &experience);
             let name = format!("benign_stream_team_{}_agent_{a}", t.id);
-            let mut item = MemoryItem::new(name, intent, experience, features);
+            let mut item = MemoryItem::new(name, intent.into(), experience, features);
             let rep = self.reputation;
             item.utility_q = if Some(ans.choice) == final_answer { 0.70 } else { 0.55 };
             item.trust = rep.max(0.55);
             item.hazard = 0.08;
             item.taint = if rep >= 0.5 { Taint::Clean } else { Taint::Unverified };
-            item.source_type = format!("benign_shared_promotion_{}", policy_name(promo.policy));
+            item.source_type = format!("benign_shared_promotion_{}", policy_name(promo.policy)).into();
             item.memory_type = "team_promoted_agent_experience".into();
             item.origin_task = t.index;
             item.writer = Writer::Agent(a);
             item.allowed_agents = (0..self.scn.agents).collect();
             item.allowed_task_classes = vec![t.class.to_string()];
-            let mut parents = vec![t.id.clone(), format!("agent_{a}"), "benign_shared_promotion".into()];
-            parents.extend(sel.iter().cloned());
+            let mut parents: Vec<Arc<str>> =
+                vec![t.id.as_str().into(), format!("agent_{a}").into(), "benign_shared_promotion".into()];
+            parents.extend(sel.iter().map(|p| p.as_str().into()));
             item.set_parents(parents);
             item.source_agent_trust = rep;
             let mut label = self.ledger_label(st, a, None, last);

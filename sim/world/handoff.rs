@@ -51,8 +51,9 @@ impl World<'_> {
             format!("round_dialogue_{}_r{}_a{src}_to_a{dst}_{:010x}", t.id, round, tag & 0xff_ffff_ffff)
         );
         let mut item = self.summary_item(name, intent, experience, features, t, round, dst);
+        let task_id = self.task_frags.as_ref().expect("set by handoff_text").4.clone();
         item.set_parents(vec![
-            t.id.clone(),
+            task_id,
             self.round_labels[round as usize + 1].clone(),
             self.agent_labels[src as usize].clone(),
             self.agent_labels[dst as usize].clone(),
@@ -99,7 +100,7 @@ impl World<'_> {
     pub(super) fn summary_item(
         &self,
         name: String,
-        intent: String,
+        intent: Arc<str>,
         experience: String,
         features: TextFeatures,
         t: &Task,
@@ -135,14 +136,14 @@ impl World<'_> {
         dst: u32,
         report: &[ItemId],
         retention: &[Retention],
-    ) -> (String, String, TextFeatures) {
+    ) -> (Arc<str>, String, TextFeatures) {
         if self.task_frags.as_ref().is_none_or(|f| f.0 != t.index) {
             let header = Arc::new(experience_fragment(&render::handoff_header(t, 0, 0, 0), &mut self.lex));
             let footer_text: Arc<str> = render::handoff_footer(t).into();
             let footer = Arc::new(experience_fragment(&footer_text, &mut self.lex));
-            self.task_frags = Some((t.index, header, footer_text, footer));
+            self.task_frags = Some((t.index, header, footer_text, footer, t.id.as_str().into()));
         }
-        let (_, header, footer_text, footer) = self.task_frags.clone().expect("just set");
+        let (_, header, footer_text, footer, _) = self.task_frags.clone().expect("just set");
         let key = match self.scn.protocol.handoff_intent {
             HandoffIntent::SenderReceiver => HandoffIntentKey::Edge(src, dst),
             HandoffIntent::TaskQuestion => HandoffIntentKey::Task(t.index),
@@ -226,7 +227,7 @@ impl World<'_> {
         // two digits or more makes the real text longer than the fragments add up to.
         features.bytes = intent.len() + 1 + experience.len();
         debug_assert_eq!(features, analyze(&intent, &experience, &mut self.lex), "composed handoff features");
-        (intent.to_string(), experience, features)
+        (intent, experience, features)
     }
 
     /// Experience text and features of a memory assembled from parts given as (text, canonical

@@ -153,8 +153,9 @@ pub struct ArmRun {
     pub monitor: Option<MonitorReport>,
 }
 
-/// Per-task cached handoff pieces: task index, header fragment, footer text and fragment.
-type TaskFragments = (u32, Arc<Fragment>, Arc<str>, Arc<Fragment>);
+/// Per-task cached handoff pieces: task index, header fragment, footer text and fragment, and
+/// the task id as a lineage string.
+type TaskFragments = (u32, Arc<Fragment>, Arc<str>, Arc<Fragment>, Arc<str>);
 
 struct TaskState {
     task: u32,
@@ -280,8 +281,8 @@ pub struct World<'a> {
     body_texts: HashMap<(ItemId, render::SentenceKind), Option<Arc<str>>>,
     sentence_intros: HashMap<render::SentenceKind, Arc<Fragment>>,
     intro_texts: HashMap<(render::SentenceKind, u32), Arc<str>>,
-    agent_labels: Vec<String>,
-    round_labels: Vec<String>,
+    agent_labels: Vec<Arc<str>>,
+    round_labels: Vec<Arc<str>>,
     intent_fragments: HashMap<String, Arc<Fragment>>,
     part_fragments: HashMap<String, Arc<Fragment>>,
     /// Handoff intents and their fragments, by what they name (see [`HandoffIntentKey`]).
@@ -468,8 +469,8 @@ impl<'a> World<'a> {
             body_texts: HashMap::default(),
             sentence_intros: HashMap::default(),
             intro_texts: HashMap::default(),
-            agent_labels: (0..scn.agents).map(|a| format!("agent_{a}")).collect(),
-            round_labels: (0..=scn.protocol.rounds).map(|r| format!("pre_round_{r}")).collect(),
+            agent_labels: (0..scn.agents).map(|a| format!("agent_{a}").into()).collect(),
+            round_labels: (0..=scn.protocol.rounds).map(|r| format!("pre_round_{r}").into()).collect(),
             intent_fragments: HashMap::default(),
             part_fragments: HashMap::default(),
             handoff_intents: HashMap::default(),

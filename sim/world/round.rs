@@ -415,12 +415,12 @@ impl World<'_> {
             let experience = render::infa_round_experience(&t.query, agent, mode, &text);
             let features = analyze(&intent, &experience, &mut self.lex);
             let name = format!("{}_{}_r{round}_a{agent}", self.guard.name(), t.id);
-            let mut item = MemoryItem::new(name, intent, experience, features);
-            item.memory_type = format!("infa_{}_communication_response", mode.to_lowercase());
+            let mut item = MemoryItem::new(name, intent.into(), experience, features);
+            item.memory_type = format!("infa_{}_communication_response", mode.to_lowercase()).into();
             item.set_parents(vec![
-                t.id.clone(),
-                format!("attack_source={mode}"),
-                format!("topology={}", render::reference_graph_type(&self.scn.topology)),
+                t.id.as_str().into(),
+                format!("attack_source={mode}").into(),
+                format!("topology={}", render::reference_graph_type(&self.scn.topology)).into(),
             ]);
             item.retrieval_key = Some(t.query.clone());
             item.source_agent_trust = writer_trust;
@@ -428,9 +428,9 @@ impl World<'_> {
         } else {
             let features = analyze(&t.question, &text, &mut self.lex);
             let name = format!("{}_{}_r{round}_a{agent}", self.guard.name(), t.id);
-            let mut item = MemoryItem::new(name, t.question.clone(), text, features);
+            let mut item = MemoryItem::new(name, t.question.as_str().into(), text, features);
             item.memory_type = "round_dialogue_memory".into();
-            item.set_parents(vec![t.id.clone(), self.agent_labels[agent as usize].clone()]);
+            item.set_parents(vec![t.id.as_str().into(), self.agent_labels[agent as usize].clone()]);
             item.source_agent_trust = self.reputation;
             item
         };

@@ -93,7 +93,7 @@ impl Forgery {
                 }
                 ForgeField::Scope => item.allowed_agents = (0..agents).collect(),
                 ForgeField::Taint => item.taint = Taint::Clean,
-                ForgeField::Parents => item.set_parents(vec![task_id.to_string()]),
+                ForgeField::Parents => item.set_parents(vec![task_id.into()]),
                 ForgeField::Counters => {
                     item.success_count = item.success_count.max(3);
                     item.failure_count = 0;

@@ -43,10 +43,15 @@ impl Laundering {
 
     /// The lineage of a hop: the input's parents and name when `kept`, else what an honest
     /// summary names (`fresh`).
-    pub fn hop_parents(kept: bool, input_parents: &[String], input_name: &str, fresh: Vec<String>) -> Vec<String> {
+    pub fn hop_parents(
+        kept: bool,
+        input_parents: &[std::sync::Arc<str>],
+        input_name: &str,
+        fresh: Vec<std::sync::Arc<str>>,
+    ) -> Vec<std::sync::Arc<str>> {
         if kept {
             let mut p = input_parents.to_vec();
-            p.push(input_name.to_string());
+            p.push(input_name.into());
             p
         } else {
             fresh

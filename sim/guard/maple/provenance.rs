@@ -77,7 +77,7 @@ pub fn apply_strict_view(
     item.failure_count = 0;
     item.allowed_agents = readers;
     item.allowed_task_classes = Vec::new();
-    item.set_parents(parent_ids);
+    item.set_parents(parent_ids.into_iter().map(Into::into).collect());
     item.scope = requested;
     item.status = Status::Active;
 }
