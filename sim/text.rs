@@ -400,16 +400,44 @@ impl Tokens {
     /// The sorted, deduplicated tokens.
     pub fn get(&self) -> &[Sym] {
         self.merged.get_or_init(|| {
+            // Each fragment's tokens are sorted and deduplicated already: merge them pairwise
+            // (a handoff has at most eight fragments) instead of sorting their concatenation.
             let frags = self.sources.as_deref().unwrap_or(&[]);
-            let mut v: Vec<Sym> = Vec::with_capacity(frags.iter().map(|f| f.tokens.len()).sum());
+            let cap = frags.iter().map(|f| f.tokens.len()).sum();
+            let (mut v, mut next): (Vec<Sym>, Vec<Sym>) = (Vec::with_capacity(cap), Vec::with_capacity(cap));
             for f in frags {
-                v.extend_from_slice(&f.tokens);
+                debug_assert!(f.tokens.windows(2).all(|w| w[0] < w[1]), "fragment tokens sorted and distinct");
+                merge_distinct(&v, &f.tokens, &mut next);
+                std::mem::swap(&mut v, &mut next);
             }
-            v.sort_unstable();
-            v.dedup();
             v
         })
     }
+}
+
+/// The union of two sorted, duplicate-free lists, sorted and duplicate-free, into `out`.
+fn merge_distinct(a: &[Sym], b: &[Sym], out: &mut Vec<Sym>) {
+    out.clear();
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => {
+                out.push(a[i]);
+                i += 1;
+            }
+            std::cmp::Ordering::Greater => {
+                out.push(b[j]);
+                j += 1;
+            }
+            std::cmp::Ordering::Equal => {
+                out.push(a[i]);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
 }
 
 impl PartialEq for Tokens {
@@ -835,6 +863,36 @@ pub fn token_overlap(query: &[Sym], memory: &[Sym]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Merging fragments' token lists pairwise gives the sorted, deduplicated union that
+    /// sorting their concatenation gives (empty, disjoint, overlapping and equal lists).
+    #[test]
+    fn merged_tokens_are_the_sorted_union() {
+        let mut state = 7u64;
+        let mut list = |n: usize| -> Vec<Sym> {
+            let mut v: Vec<Sym> = (0..n)
+                .map(|_| {
+                    state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    (state >> 58) as Sym
+                })
+                .collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        for case in 0..200 {
+            let lists: Vec<Vec<Sym>> = (0..case % 9).map(|k| list((case + k) % 13)).collect();
+            let mut want: Vec<Sym> = lists.concat();
+            want.sort_unstable();
+            want.dedup();
+            let (mut got, mut next) = (Vec::new(), Vec::new());
+            for l in &lists {
+                merge_distinct(&got, l, &mut next);
+                std::mem::swap(&mut got, &mut next);
+            }
+            assert_eq!(got, want, "case {case}");
+        }
+    }
 
     #[test]
     fn letter_patterns_are_dead_under_the_quirk() {
