@@ -14,7 +14,8 @@
 //! slope of wall time against agent-decisions over the sizes (1.0: linear). Wall clock on a
 //! shared machine: compare rows of one run, not across days. A third argument `N:policy`
 //! (`fifo`, `lru` or `lowestq`) bounds every store at N items (`protocol.capacity`, off in the
-//! paper's runs).
+//! paper's runs). Each run plans a large team's calls on rayon's threads (`RAYON_NUM_THREADS`,
+//! inherited by the children); the same bytes for any count.
 
 use std::process::Command;
 use std::time::Instant;
@@ -125,6 +126,9 @@ fn main() {
         println!("store capacity {capacity}\n");
     }
     let exe = std::env::current_exe().expect("own path");
+    // A large team's calls within a round run on rayon's threads; the children inherit
+    // `RAYON_NUM_THREADS`.
+    println!("threads per run: {} (set RAYON_NUM_THREADS to change)\n", rayon::current_num_threads());
     println!("| topology | arm | agents | tasks | agent-decisions | wall (s) | µs/decision | peak RSS (MB) |");
     println!("|---|---|---|---|---|---|---|---|");
     let mut slopes = Vec::new();
