@@ -604,3 +604,21 @@ fn rows_can_be_left_out_by_source_and_setting_and_far_rows_pull_boundedly() {
     let e = Calibration::load(&bad).err().expect("refused").to_string();
     assert!(e.contains("bad.ron") && e.contains("loss"), "{e}");
 }
+
+/// The pooled refits kept beside the adopted profiles (issue 15) load, name their backbone,
+/// carry every workload and say how they were fitted.
+#[test]
+fn the_pooled_profiles_load_with_every_workload() {
+    let dir = common::path("models/pooled");
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    assert!(!files.is_empty());
+    for f in files {
+        let p = memlink::agent::load_profile(&f).unwrap();
+        assert_eq!(f.file_stem().unwrap().to_string_lossy(), p.name, "{}", f.display());
+        for w in ["appworld", "csqa", "injectagent", "longmemeval", "mmlu"] {
+            assert!(p.workload(w).is_some(), "{}: no {w} block", f.display());
+        }
+        assert!(p.provenance.contains("memlink calibrate"), "{}", f.display());
+    }
+}
