@@ -667,3 +667,42 @@ pub struct CapabilityStats {
     /// final answers (metric tasks).
     pub damage_after_activation: Option<f64>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(task: u32) -> PoisonRecord {
+        PoisonRecord {
+            origin: PoisonOrigin::Handoff,
+            attack: "minja",
+            task,
+            target_tokens: std::sync::Arc::from(Vec::new()),
+            target: 0,
+            written_at: 0,
+            carries_payload: false,
+        }
+    }
+
+    /// The oracle's compact index (issue 20) finds each record by its item id whatever order
+    /// they were registered in.
+    #[test]
+    fn poison_records_are_found_by_id_in_any_registration_order() {
+        let mut o = Oracle::new();
+        o.register_poison(7, record(1));
+        o.register_poison(2, record(2));
+        o.register_poison(7, record(3));
+        assert!(o.is_poison(2, &ACCESS) && o.is_poison(7, &ACCESS));
+        assert!(!o.is_poison(0, &ACCESS) && !o.is_poison(3, &ACCESS) && !o.is_poison(8, &ACCESS));
+        assert_eq!(o.poison(7, &ACCESS).map(|p| p.task), Some(3), "a second record replaces the first");
+        let all: Vec<(ItemId, u32)> = o.all_poison(&ACCESS).map(|(i, p)| (i, p.task)).collect();
+        assert_eq!(all, vec![(2, 2), (7, 3)]);
+        // Past one chunk of records.
+        for id in 10..70_010 {
+            o.register_poison(id, record(id));
+        }
+        assert_eq!(o.poison(70_009, &ACCESS).map(|p| p.task), Some(70_009));
+        assert_eq!(o.poison(65_546, &ACCESS).map(|p| p.task), Some(65_546));
+        assert_eq!(o.all_poison(&ACCESS).count(), 70_002);
+    }
+}

@@ -21,6 +21,12 @@ pub enum PoisonOrigin {
     AttackerMessage,
 }
 
+/// `Oracle::index`'s mark of an item without a poison record.
+const NOT_POISON: u32 = u32::MAX;
+
+/// Poison records per chunk of `Oracle::records` (3 MB).
+const CHUNK: usize = 1 << 16;
+
 /// What the evaluator knows about one poison item.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PoisonRecord {
@@ -44,8 +50,16 @@ pub struct PoisonRecord {
 /// The evaluator's truth of one run.
 #[derive(Clone, Debug, Default)]
 pub struct Oracle {
-    /// Poison records indexed by item id (dense: item ids are arena indices).
-    poison: Vec<Option<PoisonRecord>>,
+    /// Where item `id`'s record is in `records` ([`NOT_POISON`] if it has none), dense by item
+    /// id (ids are arena indices): four bytes per item ever written, where an inline
+    /// `Option<PoisonRecord>` took 48 (a 10,000-agent team writes ~100,000 items per task).
+    index: Vec<u32>,
+    /// The records, in registration order, in chunks of [`CHUNK`]: a run's millions of
+    /// records never move to a doubled buffer (whose old copies stay resident while the
+    /// allocator keeps freed pages).
+    records: Vec<Vec<PoisonRecord>>,
+    /// Number of records.
+    count: u32,
     attempted_direct: u64,
     answers: BTreeMap<u32, u8>,
     risky: BTreeMap<u32, u8>,
@@ -57,16 +71,44 @@ impl Oracle {
         Self::default()
     }
 
+    /// An empty oracle with index room for `ids` items written (address space until used).
+    pub fn with_capacity(ids: usize) -> Self {
+        Oracle { index: Vec::with_capacity(ids), ..Self::default() }
+    }
+
     /// Records that item `id` is poison.
     pub fn register_poison(&mut self, id: ItemId, record: PoisonRecord) {
         if record.origin == PoisonOrigin::Direct {
             self.attempted_direct += 1;
         }
         let i = id as usize;
-        if self.poison.len() <= i {
-            self.poison.resize(i + 1, None);
+        if self.index.len() <= i {
+            self.index.resize(i + 1, NOT_POISON);
         }
-        self.poison[i] = Some(record);
+        match self.index[i] {
+            NOT_POISON => {
+                // At most one record per id, and ids are u32 below `NOT_POISON`'s index.
+                self.index[i] = self.count;
+                self.count += 1;
+                match self.records.last_mut() {
+                    Some(c) if c.len() < CHUNK => c.push(record),
+                    _ => {
+                        let mut c = Vec::with_capacity(CHUNK);
+                        c.push(record);
+                        self.records.push(c);
+                    }
+                }
+            }
+            r => *self.record_mut(r) = record,
+        }
+    }
+
+    fn record(&self, r: u32) -> &PoisonRecord {
+        &self.records[r as usize / CHUNK][r as usize % CHUNK]
+    }
+
+    fn record_mut(&mut self, r: u32) -> &mut PoisonRecord {
+        &mut self.records[r as usize / CHUNK][r as usize % CHUNK]
     }
 
     /// Records the correct answer of `task`.
@@ -86,17 +128,20 @@ impl Oracle {
 
     /// Whether `id` is poison.
     pub fn is_poison(&self, id: ItemId, _: &EvaluatorAccess) -> bool {
-        self.poison.get(id as usize).is_some_and(Option::is_some)
+        self.index.get(id as usize).is_some_and(|r| *r != NOT_POISON)
     }
 
     /// The record of poison item `id`.
     pub fn poison(&self, id: ItemId, _: &EvaluatorAccess) -> Option<&PoisonRecord> {
-        self.poison.get(id as usize).and_then(Option::as_ref)
+        match self.index.get(id as usize) {
+            Some(&r) if r != NOT_POISON => Some(self.record(r)),
+            _ => None,
+        }
     }
 
     /// All poison records in id order.
     pub fn all_poison(&self, _: &EvaluatorAccess) -> impl Iterator<Item = (ItemId, &PoisonRecord)> {
-        self.poison.iter().enumerate().filter_map(|(i, p)| p.as_ref().map(|p| (i as ItemId, p)))
+        self.index.iter().enumerate().filter(|(_, r)| **r != NOT_POISON).map(|(i, r)| (i as ItemId, self.record(*r)))
     }
 
     /// Number of direct poison writes attempted.

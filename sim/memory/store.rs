@@ -56,6 +56,34 @@ pub enum StoreKind {
     Evicted,
 }
 
+impl StoreKind {
+    /// Four bytes: an agent's index, or one of the four highest `u32` values (a team has far
+    /// fewer agents: scenarios are validated).
+    fn pack(self) -> u32 {
+        match self {
+            StoreKind::Private(a) => {
+                debug_assert!(a < u32::MAX - 3, "agent index {a} collides with a packed store kind");
+                a
+            }
+            StoreKind::Shared => u32::MAX,
+            StoreKind::Quarantine => u32::MAX - 1,
+            StoreKind::Dropped => u32::MAX - 2,
+            StoreKind::Evicted => u32::MAX - 3,
+        }
+    }
+
+    /// The kind [`StoreKind::pack`] packed.
+    fn unpack(x: u32) -> StoreKind {
+        match x {
+            u32::MAX => StoreKind::Shared,
+            0xffff_fffe => StoreKind::Quarantine,
+            0xffff_fffd => StoreKind::Dropped,
+            0xffff_fffc => StoreKind::Evicted,
+            a => StoreKind::Private(a),
+        }
+    }
+}
+
 /// A bound on every store's size and what a full store evicts (issue 20). The paper's runs
 /// have none (`protocol.capacity: None`): stores keep everything ever written, so a run's
 /// memory grows with edges × rounds × tasks. With a capacity, a store that an insert takes
@@ -231,22 +259,25 @@ pub struct MemoryBank {
     private: Vec<Store>,
     shared: Store,
     quarantine: Vec<ItemId>,
-    location: Vec<StoreKind>,
+    /// Where each item ever written is, packed ([`StoreKind::pack`]): four bytes per id, where
+    /// the enum took eight.
+    location: Vec<u32>,
 }
 
 impl MemoryBank {
     /// An empty bank for `agents` agents with embeddings of dimension `dim`.
     pub fn new(agents: usize, dim: usize) -> Self {
-        Self::with_capacity(agents, dim, 0)
+        Self::with_capacity(agents, dim, 0, 0)
     }
 
-    /// An empty bank with room for `items` items, so a run does not keep moving a growing
-    /// arena.
-    pub fn with_capacity(agents: usize, dim: usize, items: usize) -> Self {
+    /// An empty bank with room for `items` items held at once and `ids` items written, so a
+    /// run does not keep moving (and, with freed pages kept mapped, keep every old copy of) a
+    /// growing arena. Room not used costs address space, not memory.
+    pub fn with_capacity(agents: usize, dim: usize, items: usize, ids: usize) -> Self {
         MemoryBank {
             items: Vec::with_capacity(items),
-            slot: Vec::with_capacity(items),
-            status: Vec::with_capacity(items),
+            slot: Vec::with_capacity(ids),
+            status: Vec::with_capacity(ids),
             intent_keys: Vec::new(),
             free: Vec::new(),
             limbo: Vec::new(),
@@ -265,7 +296,7 @@ impl MemoryBank {
             private: vec![Store::default(); agents],
             shared: Store::default(),
             quarantine: Vec::new(),
-            location: Vec::with_capacity(items),
+            location: Vec::with_capacity(ids),
         }
     }
 
@@ -308,7 +339,7 @@ impl MemoryBank {
             StoreKind::Quarantine => self.quarantine.push(id),
             StoreKind::Dropped | StoreKind::Evicted => {}
         }
-        self.location.push(place);
+        self.location.push(place.pack());
         self.status.push(item.status);
         self.rejected += u64::from(item.status == Status::Rejected);
         let key = self.classes.key_of(&item);
@@ -381,7 +412,7 @@ impl MemoryBank {
                 StoreKind::Shared => self.shared.remove(victim, key),
                 _ => self.quarantine.retain(|x| *x != victim),
             }
-            self.location[victim as usize] = StoreKind::Evicted;
+            self.location[victim as usize] = StoreKind::Evicted.pack();
             self.evicted += 1;
             self.limbo.push(victim);
         }
@@ -535,7 +566,7 @@ impl MemoryBank {
 
     /// Where item `id` is stored.
     pub fn location(&self, id: ItemId) -> StoreKind {
-        self.location[id as usize]
+        StoreKind::unpack(self.location[id as usize])
     }
 
     /// Agent `a`'s private store, in insertion order.

@@ -436,10 +436,10 @@ impl<'a> World<'a> {
             embedder.mark_content(s);
         }
         let benign = u64::from(scn.agents) - attacker_ids.len() as u64;
-        let capacity = expected_items(scn, &graph);
+        let (capacity, ids) = expected_items(scn, &graph);
         let framing = memory_framing(scn, guard.as_ref());
         let pool = retrieve::Pool::of(scn, guard.as_ref());
-        let mut bank = MemoryBank::with_capacity(scn.agents as usize, scn.embedding_dim, capacity);
+        let mut bank = MemoryBank::with_capacity(scn.agents as usize, scn.embedding_dim, capacity, ids);
         bank.set_capacity(scn.protocol.capacity);
         World {
             scn,
@@ -475,7 +475,7 @@ impl<'a> World<'a> {
             part_fragments: HashMap::default(),
             handoff_intents: HashMap::default(),
             task_frags: None,
-            oracle: Oracle::new(),
+            oracle: Oracle::with_capacity(ids),
             recorder: Recorder::new(scn.protocol.rounds, benign),
             queue: EventQueue::new(),
             trace: TraceHash::new(record),
@@ -723,8 +723,10 @@ fn observe(
 
 /// A generous estimate of the items a run writes (handoffs on every edge before every round
 /// after the first, outcome memories, poison copies, promotions, a LongMemEval task's haystack),
-/// to size the arena once: growing it moves every item to freshly faulted pages.
-fn expected_items(scn: &Scenario, graph: &CommGraph) -> usize {
+/// to size the arena once: growing it moves every item to freshly faulted pages. Returns the
+/// items held at once (the arena's slots) and the items written (the per-id bookkeeping: the
+/// bank's places and statuses, the oracle's index).
+fn expected_items(scn: &Scenario, graph: &CommGraph) -> (usize, usize) {
     let haystack = match &scn.workload {
         WorkloadConfig::LongMemEval(c) => c.haystack_units as usize,
         _ => 0,
@@ -737,7 +739,7 @@ fn expected_items(scn: &Scenario, graph: &CommGraph) -> usize {
         let stores = (scn.agents as usize + 1).saturating_mul(c.items);
         stores.saturating_add(c.shared_items.unwrap_or(c.items)).saturating_add(per_task)
     });
-    written.min(live).min(1 << 22)
+    (written.min(live).min(1 << 22), written.min(1 << 28))
 }
 
 /// Runs one arm of a scenario with `seed`.
