@@ -3,10 +3,12 @@
 //! embedder's similarity model measured.
 //!
 //! A fidelity file names a grid (the paper's settings, backbones, topologies and attacker
-//! sets) and two lists of switches. Each switch is a set of scenario fields (paths as in
-//! sweeps: `protocol.routing.candidate_pool`, `workload.haystack_units`) and the value they
-//! take in the switch's *other* state: for a fix, memlink's routing before the fidelity pass;
-//! for an undetermined detail, the alternative to the default. The grid runs once as bundled
+//! sets) and three lists of switches. Each switch is a set of scenario fields (paths as in
+//! sweeps: `protocol.routing.candidate_pool`, `workload.haystack_units`; `profile.…` for the
+//! backbone's profile) and the value they take in the switch's *other* state: for a fix,
+//! memlink's routing before the fidelity pass; for an undetermined detail, the alternative to
+//! the default; for a stand-in value few calibration rows decide, where the fit might have
+//! landed instead. The grid runs once as bundled
 //! and once per switch (on the settings the switch names), every run stored by content hash
 //! like a sweep's, so a killed report resumes; the report sets each No Defense, baseline and
 //! MAPLE-Guard row (MDSR@3, RDA@3, mean over topologies) beside the switched one.
@@ -99,17 +101,25 @@ pub struct FidelitySpec {
     pub fixes: Vec<Switch>,
     /// Details the released code does not determine.
     pub undetermined: Vec<Switch>,
+    /// Values of the fitted stand-in that few calibration rows decide (paths into the profile,
+    /// `profile.model.…`): what the rows would be had the fit landed elsewhere.
+    #[serde(default)]
+    pub stand_in: Vec<Switch>,
 }
 
-/// A scenario with `sets` applied.
+/// A scenario with `sets` applied: a path starting `profile.` sets a field of its backbone's
+/// profile (`profile.model.evidence_framing`), any other a field of the scenario.
 fn patched(ls: &LoadedScenario, sets: &[Set]) -> std::result::Result<LoadedScenario, String> {
-    let mut v = serde_json::to_value(&ls.scenario).expect("serializable");
+    let mut sv = serde_json::to_value(&ls.scenario).expect("serializable");
+    let mut pv = serde_json::to_value(&ls.profile).expect("serializable");
     for s in sets {
-        match crate::sweep::factor::locate(&mut v, &s.path) {
+        let (in_profile, path) = crate::sweep::factor::split_root(&s.path);
+        let v = if in_profile { &mut pv } else { &mut sv };
+        match crate::sweep::factor::locate(v, path) {
             // Numbers go through the sweep's writer, which keeps integer fields integers.
             Ok(_) if matches!(s.to, SetValue::Num(_)) => {
                 let SetValue::Num(x) = s.to else { unreachable!() };
-                crate::sweep::factor::write(&mut v, &s.path, x)?;
+                crate::sweep::factor::write(v, path, x)?;
             }
             Ok(slot) => *slot = s.to.json(),
             Err(_) if s.optional => {}
@@ -117,10 +127,13 @@ fn patched(ls: &LoadedScenario, sets: &[Set]) -> std::result::Result<LoadedScena
         }
     }
     let scenario: crate::scenario::Scenario =
-        serde_json::from_value(v).map_err(|e| format!("a value the scenario accepts: {e}"))?;
+        serde_json::from_value(sv).map_err(|e| format!("a value the scenario accepts: {e}"))?;
     scenario.check().map_err(|(f, e)| format!("`{f}`: {e}"))?;
     crate::scenario::check_size(&scenario)?;
-    Ok(LoadedScenario { scenario, ..ls.clone() })
+    let profile: crate::agent::Profile =
+        serde_json::from_value(pv).map_err(|e| format!("a value the profile accepts: {e}"))?;
+    profile.check().map_err(|(f, e)| format!("`profile.{f}`: {e}"))?;
+    Ok(LoadedScenario { scenario, profile, path: ls.path.clone() })
 }
 
 /// The grid's rows at round 3 with every run patched by `sets` (on `settings`, or all).
@@ -187,7 +200,7 @@ pub fn load_str(text: &str, path: &Path) -> Result<FidelitySpec> {
 /// Checks that every switch applies to every run of the settings it names, and names settings
 /// the grid has.
 pub fn check(spec: &FidelitySpec, path: &Path, runs: &[GridRun]) -> Result<()> {
-    for s in spec.fixes.iter().chain(&spec.undetermined) {
+    for s in spec.fixes.iter().chain(&spec.undetermined).chain(&spec.stand_in) {
         if let Some(list) = &s.settings {
             for name in list {
                 if !runs.iter().any(|r| &r.setting == name) {
@@ -226,8 +239,8 @@ pub fn run(spec: &FidelitySpec, path: &Path, dir: &Path, quiet: bool) -> Result<
         "Grid `{}`: {} runs ({} settings); every row is MDSR@3 / RDA@3 in percent, the mean over \
          topologies of each topology's mean over attacker sets and seeds, with the bundled \
          routing (\"now\") beside the switch's other state. MAPLE-Guard rows are predictions \
-         (never fitted). The stand-in profiles are the committed ones in both columns, so a \
-         difference is the routing's alone.\n",
+         (never fitted). The stand-in profiles are the committed ones in both columns (except \
+         under the stand-in's own switches, last), so a difference is the routing's alone.\n",
         spec.grid.display(),
         runs.len(),
         {
@@ -252,7 +265,11 @@ pub fn run(spec: &FidelitySpec, path: &Path, dir: &Path, quiet: bool) -> Result<
     for (title, list, other) in [
         ("Fixes: memlink now routes as the reference does", &spec.fixes, "before"),
         ("What the released code does not determine", &spec.undetermined, "switched"),
+        ("What few calibration rows decide in the stand-in", &spec.stand_in, "switched"),
     ] {
+        if list.is_empty() {
+            continue;
+        }
         let _ = writeln!(out, "## {title}\n");
         for s in list {
             let rows = rows_of(path, &grid, &runs, Some(s), &dir.join("runs"), quiet)?;
@@ -393,4 +410,37 @@ pub fn similarity_table() -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Set, SetValue, patched};
+
+    fn quickstart() -> crate::scenario::LoadedScenario {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        crate::scenario::load(&root.join("scenarios/quickstart.ron")).unwrap()
+    }
+
+    fn set(path: &str, to: f64) -> Set {
+        Set { path: path.into(), to: SetValue::Num(to), optional: false }
+    }
+
+    /// A `profile.` path sets the backbone's profile and leaves the scenario as it was; the
+    /// patched profile passes the profile's own checks or is refused.
+    #[test]
+    fn a_profile_switch_sets_the_profile_alone() {
+        let ls = quickstart();
+        let before = ls.profile.model.evidence_framing;
+        let to = if before == 0.5 { 0.25 } else { 0.5 };
+        let p = patched(&ls, &[set("profile.model.evidence_framing", to)]).unwrap();
+        assert_eq!(p.profile.model.evidence_framing, to);
+        assert_eq!(p.scenario, ls.scenario);
+        let mut expected = ls.profile.clone();
+        expected.model.evidence_framing = to;
+        assert_eq!(p.profile, expected, "no other field moves");
+        let e = patched(&ls, &[set("profile.model.evidence_framing", -1.0)]).err().unwrap();
+        assert!(e.contains("profile.") && e.contains("evidence_framing") && e.contains("non-negative"), "{e}");
+        let e = patched(&ls, &[set("profile.model.no_such_field", 1.0)]).err().unwrap();
+        assert!(e.contains("no_such_field"), "{e}");
+    }
 }

@@ -88,24 +88,19 @@ fn the_bundled_calibration_loads() {
         assert_eq!(all.checks().len(), 3 * 6, "Tables 12-14: MDSR and RDA at rounds 1-3");
         assert!(all.rows().iter().chain(&all.checks()).all(|r| r.2 == "No Defense"));
     }
-    // Qwen's MMLU search fits Table 11 with Tables 2 and 6 (its rows pin how far the agents'
-    // errors go together); Gemma's second stage fits Table 11 alone, with the two parameters
-    // only it depends on.
-    let qwen = Calibration::load(&common::path("scenarios/calibration/qwen.ron")).unwrap();
-    assert_eq!(
-        qwen.rows().len(),
-        5 * 2 + 5 + 6,
-        "Table 2 MDSR@3 and RDA@3, and Table 6, for five settings; Table 11 (MMLU) at rounds 1-3"
-    );
-    let early: Vec<_> = qwen.rows().into_iter().filter(|r| !r.3.ends_with("@3")).collect();
-    assert_eq!(early.len(), 4, "Table 11's rounds 1 and 2");
-    assert!(early.iter().all(|r| r.1 == "mmlu_minja"));
-    let gemma = Calibration::load(&common::path("scenarios/calibration/gemma.ron")).unwrap();
-    assert_eq!(gemma.rows().len(), 5 * 2 + 5, "Table 2 MDSR@3 and RDA@3, and Table 6, for five settings");
-    let rounds = Calibration::load(&common::path("scenarios/calibration/gemma-rounds.ron")).unwrap();
-    assert_eq!(rounds.rows().len(), 6, "Table 11: MDSR and RDA at rounds 1-3");
-    assert!(rounds.rows().iter().all(|r| r.1 == "mmlu_minja" && r.2 == "No Defense"));
-    assert!(rounds.checks().is_empty());
+    // Both backbones fit Table 11 (MMLU's rounds) with Tables 2 and 6: its rows pin how far the
+    // agents' errors go together, and they alone act on evidence framing and previous-round peers.
+    for backbone in ["qwen", "gemma"] {
+        let cal = Calibration::load(&common::path(&format!("scenarios/calibration/{backbone}.ron"))).unwrap();
+        assert_eq!(
+            cal.rows().len(),
+            5 * 2 + 5 + 6,
+            "{backbone}: Table 2 MDSR@3 and RDA@3, and Table 6, for five settings; Table 11 (MMLU) at rounds 1-3"
+        );
+        let early: Vec<_> = cal.rows().into_iter().filter(|r| !r.3.ends_with("@3")).collect();
+        assert_eq!(early.len(), 4, "{backbone}: Table 11's rounds 1 and 2");
+        assert!(early.iter().all(|r| r.1 == "mmlu_minja"));
+    }
 }
 
 /// The task-keyed handoff what-if refits only MMLU and AppWorld, on copies of those settings
@@ -401,7 +396,7 @@ fn a_setting_can_run_its_own_fit_and_interval_seeds() {
 #[test]
 fn the_committed_calibration_report_shows_the_committed_profiles() {
     let report = std::fs::read_to_string(common::path("reports/calibration.md")).unwrap();
-    for backbone in ["qwen", "gemma", "gemma-rounds", "qwen-judges", "gemma-judges"] {
+    for backbone in ["qwen", "gemma", "qwen-judges", "gemma-judges"] {
         let cal = Calibration::load(&common::path(&format!("scenarios/calibration/{backbone}.ron"))).unwrap();
         let profile = memlink::agent::load_profile(cal.profile_path()).unwrap();
         assert!(report.contains(&profile.provenance), "{backbone}: provenance {:?}", profile.provenance);
@@ -605,20 +600,43 @@ fn rows_can_be_left_out_by_source_and_setting_and_far_rows_pull_boundedly() {
     assert!(e.contains("bad.ron") && e.contains("loss"), "{e}");
 }
 
-/// The pooled refits kept beside the adopted profiles (issue 15) load, name their backbone,
-/// carry every workload and say how they were fitted.
+/// Issue 15, point 10: each backbone's stand-in is one model block shared by every workload.
+/// Its calibration pools every model field it fits (each per-workload value carries the prior
+/// spread its deviation is penalised by), and the committed profile it wrote keeps per workload
+/// only deviations of model fields, each a workload's value minus the model's.
 #[test]
-fn the_pooled_profiles_load_with_every_workload() {
-    let dir = common::path("models/pooled");
-    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
-    files.sort();
-    assert!(!files.is_empty());
-    for f in files {
-        let p = memlink::agent::load_profile(&f).unwrap();
-        assert_eq!(f.file_stem().unwrap().to_string_lossy(), p.name, "{}", f.display());
-        for w in ["appworld", "csqa", "injectagent", "longmemeval", "mmlu"] {
-            assert!(p.workload(w).is_some(), "{}: no {w} block", f.display());
+fn each_backbone_shares_one_model_block_across_workloads() {
+    for backbone in ["qwen", "gemma"] {
+        let cal = Calibration::load(&common::path(&format!("scenarios/calibration/{backbone}.ron"))).unwrap();
+        assert!(cal.spec().pooled, "{backbone}: not pooled");
+        let model_fitted: Vec<_> = cal
+            .spec()
+            .parameters
+            .iter()
+            .filter(|p| p.judge.is_none() && memlink::agent::MODEL_FIELDS.contains(&p.name.as_str()))
+            .collect();
+        assert!(model_fitted.len() >= 5, "{backbone}: {} model fields fitted", model_fitted.len());
+        for p in &model_fitted {
+            assert!(p.prior_sd.is_some_and(|t| t > 0.0), "{backbone}: {}.{} is free", p.workload, p.name);
         }
-        assert!(p.provenance.contains("memlink calibrate"), "{}", f.display());
+        let profile = memlink::agent::load_profile(cal.profile_path()).unwrap();
+        assert!(profile.provenance.contains(&format!("scenarios/calibration/{backbone}.ron")));
+        // The penalty keeps each workload near the model: no value a workload fits of a model
+        // field lies more than three prior spreads from the model's (the per-workload fits had
+        // Qwen's memory weight at 0.03 on InjecAgent and 3.6 on MMLU). Deviations stage C adds
+        // for fields a workload does not list are whatever its rows demand (Qwen's LongMemEval
+        // rejects AppWorld's instruction gain), so they are not held to this.
+        for p in &model_fitted {
+            let model = profile.model.get(&p.name).unwrap();
+            let tau = p.prior_sd.unwrap();
+            let v = profile.workload(&p.workload).unwrap_or_else(|| panic!("{backbone}: no {} block", p.workload));
+            let v = serde_json::to_value(v).unwrap()[&p.name].as_f64().unwrap();
+            assert!(
+                (v - model).abs() <= 3.0 * tau,
+                "{backbone}.{}.{}: {v} against the model's {model}",
+                p.workload,
+                p.name
+            );
+        }
     }
 }
