@@ -398,14 +398,16 @@ impl World<'_> {
                         p
                     };
                     let pos = if per_store { rank } else { position };
-                    insert_bounded(&mut ranked, bk, (p, pos, id, shared), order);
+                    ranked.push((p, pos, id, shared));
                     position += 1;
                 }
                 if per_store {
+                    top_k(&mut ranked, bk, order);
                     pool.extend(ranked.iter().map(|(_, _, id, sh)| (*id, *sh)));
                     ranked.clear();
                 }
             }
+            top_k(&mut ranked, bk, order);
             pool.extend(ranked.iter().map(|(_, _, id, sh)| (*id, *sh)));
             scratch.ranked = ranked;
             pool
@@ -487,11 +489,12 @@ impl World<'_> {
             match v.blocked.or(floor_block.then_some("low_score")) {
                 Some(reason) => blocked.push((*id, "read", reason)),
                 None => {
-                    insert_bounded(&mut top, k, (v.score, unblocked, *id, sim), order);
+                    top.push((v.score, unblocked, *id, sim));
                     unblocked += 1;
                 }
             }
         }
+        top_k(&mut top, k, order);
         if outcome.is_ok() && haystack {
             rerank_history(&mut top, &self.history_overlap, proto_top_k);
         }
@@ -704,12 +707,15 @@ fn hybrid_top_k(cands: &[(f64, ItemId)], bank: &MemoryBank, k: usize) -> Arc<[us
         / n;
     let sd = if cands.len() <= 1 || var <= 0.0 { 1.0 } else { var.sqrt() };
     let order = |a: &(f64, usize), b: &(f64, usize)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
-    let mut best: Vec<(f64, usize)> = Vec::with_capacity(k + 1);
-    for (i, (s, id)) in cands.iter().enumerate() {
-        let q = bank.backend_q(*id);
-        let h = 0.5 * (s - 0.18568) / 0.09408 + 0.5 * ((q - m) / sd).clamp(-3.0, 3.0);
-        insert_bounded(&mut best, k, (h, i), order);
-    }
+    let mut best: Vec<(f64, usize)> = cands
+        .iter()
+        .enumerate()
+        .map(|(i, (s, id))| {
+            let q = bank.backend_q(*id);
+            (0.5 * (s - 0.18568) / 0.09408 + 0.5 * ((q - m) / sd).clamp(-3.0, 3.0), i)
+        })
+        .collect();
+    top_k(&mut best, k, order);
     best.iter().map(|h| h.1).collect()
 }
 
