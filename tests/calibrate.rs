@@ -103,6 +103,26 @@ fn the_bundled_calibration_loads() {
     }
 }
 
+/// The evidence-framing slices (reports/evidence-framing.md) evaluate exactly the strict-protocol
+/// No Defense rows of Table 11 (MMLU) and Table 13 (AppWorld), over each workload's
+/// evidence_framing, on the backbone's committed profile.
+#[test]
+fn the_evidence_framing_slices_read_tables_11_and_13_alone() {
+    for (backbone, profile) in [("qwen", "qwen3.5-122b-a10b"), ("gemma", "gemma-4-31b")] {
+        let cal = Calibration::load(&common::path(&format!("scenarios/calibration/{backbone}-evidence.ron"))).unwrap();
+        assert_eq!(cal.spec().profile, profile);
+        let rows = cal.rows();
+        assert_eq!(rows.len(), 12, "{backbone}: MDSR and RDA at rounds 1-3 of two tables");
+        assert!(rows.iter().all(|r| r.2 == "No Defense"));
+        for (setting, n) in [("mmlu_minja", 6), ("appworld_agentpoison", 6)] {
+            assert_eq!(rows.iter().filter(|r| r.1 == setting).count(), n, "{backbone}: {setting}");
+        }
+        let params: Vec<(&str, &str)> =
+            cal.spec().parameters.iter().map(|p| (p.workload.as_str(), p.name.as_str())).collect();
+        assert_eq!(params, [("mmlu", "evidence_framing"), ("appworld", "evidence_framing")]);
+    }
+}
+
 /// The task-keyed handoff what-if refits only MMLU and AppWorld, on copies of those settings
 /// that key handoffs by task, and starts from and writes its own profile copies, so running it
 /// can never change the bundled profiles.
