@@ -576,26 +576,6 @@ pub(super) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Inserts `x` into `best`, kept sorted by `cmp` and at most `k` long. Fed a sequence, it
-/// leaves the `k` first of the sequence sorted by `cmp`: when `cmp` is a total order, the same
-/// as sorting the whole sequence and truncating.
-fn insert_bounded<T>(best: &mut Vec<T>, k: usize, x: T, cmp: impl Fn(&T, &T) -> std::cmp::Ordering) {
-    use std::cmp::Ordering::Less;
-    if k == 0 || (best.len() == k && cmp(&x, &best[k - 1]) != Less) {
-        return;
-    }
-    // Insertion by swaps, not `Vec::insert`: for a dozen slots the shifts are cheaper inline
-    // than a call to `memmove`. `x` lands before the first element not less than it, as
-    // `partition_point` would put it.
-    best.push(x);
-    let mut i = best.len() - 1;
-    while i > 0 && cmp(&best[i - 1], &best[i]) != Less {
-        best.swap(i - 1, i);
-        i -= 1;
-    }
-    best.truncate(k);
-}
-
 /// LongMemEval's runner cut (`filter_task_scoped_memories` with
 /// `rerank_trusted_haystack_candidates`): of the core's selection, the trusted history units
 /// that overlap the query move to the front (most overlap first, then selection order, at most
@@ -676,13 +656,27 @@ fn top_k<T: Copy>(v: &mut Vec<T>, k: usize, cmp: impl Fn(&T, &T) -> std::cmp::Or
         return;
     }
     if k <= 16 {
-        // A bounded insertion pass beats a selection plus sort for the small k of a prompt;
-        // `cmp` is a total order (ties are broken by position), so the result is the same.
-        let mut best: Vec<T> = Vec::with_capacity(k + 1);
-        for x in v.iter() {
-            insert_bounded(&mut best, k, *x, &cmp);
+        // A bounded insertion pass beats a selection plus sort for the small k of a prompt; it
+        // runs in place, the best `m` so far in `v[..m]` (slot `m` is never past the element
+        // being read). `x` lands before the first element not less than it, as a bounded
+        // insertion puts it; `cmp` is a total order (ties are broken by position), so the
+        // result is the selection's.
+        use std::cmp::Ordering::Less;
+        let mut m = 0;
+        for i in 0..v.len() {
+            let x = v[i];
+            if k == 0 || (m == k && cmp(&x, &v[k - 1]) != Less) {
+                continue;
+            }
+            let mut j = m.min(k - 1);
+            m = (m + 1).min(k);
+            while j > 0 && cmp(&v[j - 1], &x) != Less {
+                v[j] = v[j - 1];
+                j -= 1;
+            }
+            v[j] = x;
         }
-        *v = best;
+        v.truncate(m);
         return;
     }
     v.select_nth_unstable_by(k - 1, &cmp);
@@ -722,6 +716,30 @@ fn hybrid_top_k(cands: &[(f64, ItemId)], bank: &MemoryBank, k: usize) -> Arc<[us
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `top_k` keeps the k best in order, in place or by selection, as a full sort and a cut
+    /// would (a total order: ties broken by position).
+    #[test]
+    fn top_k_is_a_sort_and_a_cut() {
+        let order = |a: &(u32, usize), b: &(u32, usize)| b.0.cmp(&a.0).then(a.1.cmp(&b.1));
+        let mut state = 7u64;
+        for n in [0usize, 1, 2, 5, 16, 17, 40, 300] {
+            let v: Vec<(u32, usize)> = (0..n)
+                .map(|i| {
+                    state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    (((state >> 33) % 7) as u32, i)
+                })
+                .collect();
+            for k in [0usize, 1, 3, 16, 17, 64, 400] {
+                let mut want = v.clone();
+                want.sort_by(order);
+                want.truncate(k);
+                let mut got = v.clone();
+                top_k(&mut got, k, order);
+                assert_eq!(got, want, "n {n}, k {k}");
+            }
+        }
+    }
 
     /// The runner's cut: overlapping history units first (most overlap, then selection order),
     /// then the rest in selection order, cut to k.
