@@ -321,9 +321,9 @@ fn replaced_outputs_are_read_as_the_reference_reads_them() {
     assert_eq!(extract_choice("option E", 4), 0, "E is not an option of a 4-option task");
     assert_eq!(extract_choice("option E", 5), 4);
     // In a run, a replaced output still votes and is scored (as A), so Challenger changes the
-    // answers that the undefended run records. The judge is made eager (bias +2, above any
-    // fitted shift of the backbone's judge), so the run replaces outputs whatever the profile's
-    // calibration says.
+    // answers that the undefended run records. The judge is made eager: the arm's bias is +2
+    // instead of the default -2, so with the backbone's fitted shift added (Qwen's -2.4 since
+    // the pooled refit) it still flags, and the test does not hang on the calibration.
     let ls = common::load(&with_arms(&["NoDefense", "Challenger((detector: (bias: 2.0)))"], 40));
     let r = memlink::run::run_scenario(&ls, 7);
     assert!(r.arms[1].message_actions.get("replace").copied().unwrap_or(0) > 0);
