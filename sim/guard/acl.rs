@@ -41,7 +41,7 @@ impl ProvenanceAcl {
     }
 
     fn readable_by(item: &MemoryItem, agent: u32) -> bool {
-        item.allowed_agents.is_empty() || item.allowed_agents.contains(&agent)
+        item.admits_agent(agent)
     }
 }
 

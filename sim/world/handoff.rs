@@ -51,14 +51,24 @@ impl World<'_> {
             format!("round_dialogue_{}_r{}_a{src}_to_a{dst}_{:010x}", t.id, round, tag & 0xff_ffff_ffff)
         );
         let mut item = self.summary_item(name, intent, experience, features, t, round, dst);
-        let task_id = self.task_frags.as_ref().expect("set by handoff_text").4.clone();
-        item.set_parents(vec![
-            task_id,
-            self.round_labels[round as usize + 1].clone(),
-            self.agent_labels[src as usize].clone(),
-            self.agent_labels[dst as usize].clone(),
-            "memory_handoff".into(),
-        ]);
+        let (task_id, task_markers) =
+            self.task_frags.as_ref().map(|f| (f.4.clone(), f.5)).expect("set by handoff_text");
+        // The markers of every parent are known: a handoff's lineage is not rescanned.
+        let markers = task_markers
+            | self.round_markers[round as usize + 1]
+            | self.agent_markers[src as usize]
+            | self.agent_markers[dst as usize]
+            | self.handoff_markers;
+        item.set_parents_with_markers(
+            vec![
+                task_id,
+                self.round_labels[round as usize + 1].clone(),
+                self.agent_labels[src as usize].clone(),
+                self.agent_labels[dst as usize].clone(),
+                self.handoff_label.clone(),
+            ],
+            markers,
+        );
         // Strict ledger: routing the report hands the receiver the sender's labels; the summary
         // depends on the reported memories and on what the receiver received (lineage: the
         // reported ids). A laundering memory manager writes it as its own, dependency-free.
@@ -141,9 +151,10 @@ impl World<'_> {
             let header = Arc::new(experience_fragment(&render::handoff_header(t, 0, 0, 0), &mut self.lex));
             let footer_text: Arc<str> = render::handoff_footer(t).into();
             let footer = Arc::new(experience_fragment(&footer_text, &mut self.lex));
-            self.task_frags = Some((t.index, header, footer_text, footer, t.id.as_str().into()));
+            let markers = marker_bits(&[t.id.as_str()]);
+            self.task_frags = Some((t.index, header, footer_text, footer, t.id.as_str().into(), markers));
         }
-        let (_, header, footer_text, footer, _) = self.task_frags.clone().expect("just set");
+        let (_, header, footer_text, footer, _, _) = self.task_frags.clone().expect("just set");
         let key = match self.scn.protocol.handoff_intent {
             HandoffIntent::SenderReceiver => HandoffIntentKey::Edge(src, dst),
             HandoffIntent::TaskQuestion => HandoffIntentKey::Task(t.index),

@@ -35,7 +35,7 @@ use crate::guard::maple::{
     derive_provenance,
 };
 use crate::guard::{Cluster, CommitVerdict, Guard, MessageAction, MessageView};
-use crate::memory::{ItemId, MemoryBank, MemoryItem, MemoryTopology, Scope, Status, Taint, Writer};
+use crate::memory::{ItemId, MemoryBank, MemoryItem, MemoryTopology, Scope, Status, Taint, Writer, marker_bits};
 use crate::metrics::{AgentRound, ArmSummary, FinishContext, Recorder, Truth, label_handoff};
 use crate::monitor::{At, Cx, MonitorReport, Monitors, Observation, Route};
 use crate::oracle::{Oracle, PoisonOrigin, PoisonRecord};
@@ -155,7 +155,7 @@ pub struct ArmRun {
 
 /// Per-task cached handoff pieces: task index, header fragment, footer text and fragment, and
 /// the task id as a lineage string.
-type TaskFragments = (u32, Arc<Fragment>, Arc<str>, Arc<Fragment>, Arc<str>);
+type TaskFragments = (u32, Arc<Fragment>, Arc<str>, Arc<Fragment>, Arc<str>, u8);
 
 struct TaskState {
     task: u32,
@@ -283,6 +283,13 @@ pub struct World<'a> {
     intro_texts: HashMap<(render::SentenceKind, u32), Arc<str>>,
     agent_labels: Vec<Arc<str>>,
     round_labels: Vec<Arc<str>>,
+    /// The handoff lineage marker, shared by every handoff's parents.
+    handoff_label: Arc<str>,
+    /// [`marker_bits`] of each agent label, of each round label, and of the handoff marker, so
+    /// a handoff's lineage markers are known without rescanning its parents.
+    agent_markers: Vec<u8>,
+    round_markers: Vec<u8>,
+    handoff_markers: u8,
     intent_fragments: HashMap<String, Arc<Fragment>>,
     part_fragments: HashMap<String, Arc<Fragment>>,
     /// Handoff intents and their fragments, by what they name (see [`HandoffIntentKey`]).
@@ -471,6 +478,10 @@ impl<'a> World<'a> {
             intro_texts: HashMap::default(),
             agent_labels: (0..scn.agents).map(|a| format!("agent_{a}").into()).collect(),
             round_labels: (0..=scn.protocol.rounds).map(|r| format!("pre_round_{r}").into()).collect(),
+            handoff_label: "memory_handoff".into(),
+            agent_markers: (0..scn.agents).map(|a| marker_bits(&[format!("agent_{a}")])).collect(),
+            round_markers: (0..=scn.protocol.rounds).map(|r| marker_bits(&[format!("pre_round_{r}")])).collect(),
+            handoff_markers: marker_bits(&["memory_handoff"]),
             intent_fragments: HashMap::default(),
             part_fragments: HashMap::default(),
             handoff_intents: HashMap::default(),
