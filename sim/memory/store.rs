@@ -3,6 +3,7 @@
 use super::dense::{ClassTable, PrescoreInput, ScopeKey};
 use super::item::{ItemId, MemoryItem, Scope, Status, Taint};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// How agents' memories are connected (spec §3.4).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -262,6 +263,8 @@ pub struct MemoryBank {
     /// Where each item ever written is, packed ([`StoreKind::pack`]): four bytes per id, where
     /// the enum took eight.
     location: Vec<u32>,
+    /// The intent of a released slot's blank item.
+    blank_intent: Arc<str>,
 }
 
 impl MemoryBank {
@@ -297,6 +300,7 @@ impl MemoryBank {
             shared: Store::default(),
             quarantine: Vec::new(),
             location: Vec::with_capacity(ids),
+            blank_intent: "".into(),
         }
     }
 
@@ -436,8 +440,10 @@ impl MemoryBank {
         let ids = std::mem::take(&mut self.limbo);
         for &id in &ids {
             let s = self.slot[id as usize];
+            // Every released slot shares one empty intent: `"".into()` would allocate for each.
+            let blank = self.blank_intent.clone();
             self.items[s as usize] =
-                MemoryItem::new(String::new(), "".into(), String::new(), crate::text::TextFeatures::default());
+                MemoryItem::new(String::new(), blank, String::new(), crate::text::TextFeatures::default());
             self.text_embeddings[s as usize] = None;
             self.slot[id as usize] = RELEASED;
             self.free.push(s);

@@ -173,20 +173,27 @@ impl World<'_> {
         };
         // Up to three sentences, each an intro (sender-specific text, sender-free features) and a
         // body (memory-specific, cached per memory and kind).
-        let mut kinds: Vec<(render::SentenceKind, Option<ItemId>)> = report
-            .iter()
-            .zip(retention)
-            .filter_map(|(id, r)| render::sentence_kind(&self.bank.get(*id).features, *r).map(|k| (k, Some(*id))))
-            .take(3)
-            .collect();
-        if kinds.is_empty() {
-            kinds.push((render::SentenceKind::Fallback, None));
+        let mut kinds = [(render::SentenceKind::Fallback, None); 3];
+        let mut n_kinds = 0;
+        for (id, r) in report.iter().zip(retention) {
+            if n_kinds == kinds.len() {
+                break;
+            }
+            if let Some(k) = render::sentence_kind(&self.bank.get(*id).features, *r) {
+                kinds[n_kinds] = (k, Some(*id));
+                n_kinds += 1;
+            }
         }
-        let mut experience = render::handoff_header(t, round, src, dst);
-        // Header, up to three (intro, body) pairs, footer.
+        // No sentence kept: the fallback sentence alone.
+        let n_kinds = n_kinds.max(1);
+        // Header, up to three (intro, body) pairs, footer: the pieces are gathered first so that
+        // the text is written once into a buffer of its exact length (a stored handoff keeps
+        // no slack and is never reallocated while it grows).
+        let mut pieces: [Option<Arc<str>>; 6] = Default::default();
+        let mut n_pieces = 0;
         let mut frags: Vec<Arc<Fragment>> = Vec::with_capacity(8);
         frags.push(header);
-        for (kind, id) in kinds {
+        for &(kind, id) in &kinds[..n_kinds] {
             let intro = match self.intro_texts.get(&(kind, src)) {
                 Some(x) => x.clone(),
                 None => {
@@ -203,7 +210,8 @@ impl World<'_> {
                     f
                 }
             };
-            experience.push_str(&intro);
+            pieces[n_pieces] = Some(intro);
+            n_pieces += 1;
             frags.push(intro_frag);
             // Bodies are cached by their text: the copies of one payload share it.
             let body = id.and_then(|id| match self.body_texts.get(&(id, kind)) {
@@ -223,11 +231,21 @@ impl World<'_> {
                         f
                     }
                 };
-                experience.push_str(&text);
+                pieces[n_pieces] = Some(text);
+                n_pieces += 1;
                 frags.push(f);
             }
         }
+        let len = render::handoff_header_len(t, round, src, dst)
+            + pieces.iter().flatten().map(|p| p.len()).sum::<usize>()
+            + footer_text.len();
+        let mut experience = String::with_capacity(len);
+        render::push_handoff_header(&mut experience, t, round, src, dst);
+        for p in pieces.iter().flatten() {
+            experience.push_str(p);
+        }
         experience.push_str(&footer_text);
+        debug_assert_eq!(experience.len(), len, "handoff text length");
         frags.push(footer);
         let mut features = if composable(&frags) {
             compose(&intent_frag, &frags)

@@ -51,20 +51,49 @@ pub fn output_text(task: &Task, answer: &Answer, style: SteerStyle) -> String {
     }
 }
 
+const HEADER_OPENING: &str = "Receiver-side memory consolidation for task ";
+const HEADER_ROUND: &str = ", round ";
+const HEADER_AGENT: &str = ". Agent ";
+const HEADER_REPORT: &str = "'s memory manager summarized a topology-visible report from Agent ";
+const HEADER_END: &str = ": ";
+
 /// The header of a handoff summary (ends at a sentence boundary).
 pub fn handoff_header(task: &Task, round: u32, src: u32, dst: u32) -> String {
-    // Built by pushes rather than `format!`: this runs for every handoff.
-    let mut s = String::with_capacity(640);
-    s.push_str("Receiver-side memory consolidation for task ");
-    s.push_str(&task.id);
-    s.push_str(", round ");
-    push_num(&mut s, round + 1);
-    s.push_str(". Agent ");
-    push_num(&mut s, dst);
-    s.push_str("'s memory manager summarized a topology-visible report from Agent ");
-    push_num(&mut s, src);
-    s.push_str(": ");
+    let mut s = String::with_capacity(handoff_header_len(task, round, src, dst));
+    push_handoff_header(&mut s, task, round, src, dst);
     s
+}
+
+/// Appends [`handoff_header`]'s text to `s`. Built by pushes rather than `format!`: this runs
+/// for every handoff.
+pub fn push_handoff_header(s: &mut String, task: &Task, round: u32, src: u32, dst: u32) {
+    s.push_str(HEADER_OPENING);
+    s.push_str(&task.id);
+    s.push_str(HEADER_ROUND);
+    push_num(s, round + 1);
+    s.push_str(HEADER_AGENT);
+    push_num(s, dst);
+    s.push_str(HEADER_REPORT);
+    push_num(s, src);
+    s.push_str(HEADER_END);
+}
+
+/// The length in bytes of [`handoff_header`]'s text.
+pub fn handoff_header_len(task: &Task, round: u32, src: u32, dst: u32) -> usize {
+    HEADER_OPENING.len()
+        + task.id.len()
+        + HEADER_ROUND.len()
+        + digits(round + 1)
+        + HEADER_AGENT.len()
+        + digits(dst)
+        + HEADER_REPORT.len()
+        + digits(src)
+        + HEADER_END.len()
+}
+
+/// The number of decimal digits of `n`.
+fn digits(n: u32) -> usize {
+    n.checked_ilog10().map_or(1, |l| l as usize + 1)
 }
 
 /// A handoff's memory id: `round_dialogue_<task>_r<round>_a<src>_to_a<dst>_<tag as 10 hex>`.
@@ -344,4 +373,40 @@ pub fn has_hazard_cue(text: &str) -> bool {
     ]
     .iter()
     .any(|p| l.contains(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_header_length_is_the_length_of_the_header() {
+        let mut task = Task {
+            index: 0,
+            id: "mmlu_stream_0007".into(),
+            class: "mmlu".into(),
+            question: String::new(),
+            options: Vec::new(),
+            cues: Vec::new(),
+            query: String::new(),
+            poisoning: false,
+            metric: true,
+            open_ended: false,
+        };
+        let numbers = [0, 1, 8, 9, 10, 11, 99, 100, 999, 1_000, 9_999, 10_000, 123_456, u32::MAX - 1];
+        for id in ["", "mmlu_stream_0007", "longmemeval_q_été"] {
+            task.id = id.into();
+            for &round in &numbers {
+                for &src in &numbers {
+                    let dst = src.wrapping_mul(7) % 100_003;
+                    let text = handoff_header(&task, round, src, dst);
+                    assert_eq!(handoff_header_len(&task, round, src, dst), text.len(), "{text}");
+                    assert_eq!(text.capacity(), text.len(), "{text}");
+                }
+            }
+        }
+        for (n, d) in [(0, 1), (9, 1), (10, 2), (99, 2), (100, 3), (u32::MAX, 10)] {
+            assert_eq!(digits(n), d, "{n}");
+        }
+    }
 }
