@@ -153,8 +153,8 @@ pub struct ArmRun {
     pub monitor: Option<MonitorReport>,
 }
 
-/// Per-task cached handoff pieces: task index, header fragment, footer text and fragment, and
-/// the task id as a lineage string.
+/// Per-task cached handoff pieces: task index, header fragment, footer text and fragment, the
+/// task id as a lineage string, and that string's [`marker_bits`].
 type TaskFragments = (u32, Arc<Fragment>, Arc<str>, Arc<Fragment>, Arc<str>, u8);
 
 struct TaskState {
