@@ -121,14 +121,7 @@ impl ScopeKey {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::text::TextFeatures;
-
-    fn item(agents: Vec<u32>, classes: &[&str]) -> MemoryItem {
-        let mut it = MemoryItem::new("m".into(), "i".into(), "e".into(), TextFeatures::default());
-        it.allowed_agents = agents;
-        it.allowed_task_classes = classes.iter().map(|c| c.to_string()).collect();
-        it
-    }
+    use crate::memory::item::tests::with_readers as item;
 
     #[test]
     fn dense_scope_agrees_with_the_item() {

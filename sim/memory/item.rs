@@ -292,10 +292,11 @@ impl MemoryItem {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn with_readers(agents: Vec<u32>, classes: &[&str]) -> MemoryItem {
+    /// A blank item readable by `agents` (empty: everyone) in task classes `classes`.
+    pub(crate) fn with_readers(agents: Vec<u32>, classes: &[&str]) -> MemoryItem {
         let mut it = MemoryItem::new("m".into(), "i".into(), "e".into(), TextFeatures::default());
         it.allowed_agents = agents;
         it.allowed_task_classes = classes.iter().map(|c| c.to_string()).collect();
