@@ -166,6 +166,13 @@ pub struct Fragment {
     bytes: usize,
 }
 
+impl Fragment {
+    /// The sorted, deduplicated overlap tokens of the piece.
+    pub fn tokens(&self) -> &[Sym] {
+        &self.tokens
+    }
+}
+
 fn experience_claim(text: &str, lower: &str, p: &Patterns, lex: &mut Lexicon) -> Option<Claim> {
     if !lower.contains("option") {
         return None;
@@ -479,6 +486,28 @@ mod tests {
         let mut lex = Lexicon::new();
         assert!(!analyze("password reset", "fine text", &mut lex).credential);
         assert!(analyze("x", "the API key is", &mut lex).credential);
+    }
+
+    #[test]
+    fn is_stopword_is_membership_in_the_list() {
+        for w in STOPWORDS {
+            assert!(tokens::is_stopword(w), "{w}");
+            // Every prefix, extension and one-letter change of a stopword that is not one.
+            let mut near: Vec<String> = (1..w.len()).map(|k| w[..k].to_string()).collect();
+            near.push(format!("{w}s"));
+            near.push(format!("x{w}"));
+            for i in 0..w.len() {
+                let mut b = w.as_bytes().to_vec();
+                b[i] = if b[i] == b'z' { b'a' } else { b[i] + 1 };
+                near.push(String::from_utf8(b).unwrap());
+            }
+            for n in near {
+                assert_eq!(tokens::is_stopword(&n), STOPWORDS.contains(&n.as_str()), "{n}");
+            }
+        }
+        for w in ["", "a", "th", "memoryx", "questions", "agents", "wouldn", "xyzzy"] {
+            assert_eq!(tokens::is_stopword(w), STOPWORDS.contains(&w), "{w}");
+        }
     }
 
     #[test]

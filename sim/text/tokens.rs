@@ -94,6 +94,14 @@ impl Tokens {
     }
 }
 
+/// The union of two sorted, duplicate-free token lists, sorted and duplicate-free: the tokens
+/// of two texts joined by a separator (a character that is no word character).
+pub fn union_of(a: &[Sym], b: &[Sym]) -> Vec<Sym> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    merge_distinct(a, b, &mut out);
+    out
+}
+
 /// The union of two sorted, duplicate-free lists, sorted and duplicate-free, into `out`.
 pub(super) fn merge_distinct(a: &[Sym], b: &[Sym], out: &mut Vec<Sym>) {
     out.clear();
@@ -131,6 +139,22 @@ impl From<Vec<Sym>> for Tokens {
     }
 }
 
+/// Whether `w` is one of [`STOPWORDS`]: the same answer as `STOPWORDS.contains(&w)`, found by
+/// length first (most words match no stopword's length and first byte), since every token of
+/// every text is checked.
+#[inline]
+pub fn is_stopword(w: &str) -> bool {
+    match w.len() {
+        3 => matches!(w, "the" | "and" | "for"),
+        4 => matches!(w, "that" | "with" | "this" | "from" | "task"),
+        5 => matches!(w, "which" | "agent" | "would"),
+        6 => matches!(w, "should" | "answer" | "option" | "future" | "memory"),
+        7 => matches!(w, "current" | "similar"),
+        8 => w == "question",
+        _ => false,
+    }
+}
+
 /// Sorted, deduplicated overlap tokens of an already lowercased text: maximal runs matching
 /// `[a-z][a-z0-9_]{2,}` (a hand-written scanner equivalent to that regex), minus stopwords.
 pub fn tokens_of(lower: &str, lex: &mut Lexicon) -> Vec<Sym> {
@@ -159,7 +183,7 @@ pub(super) fn scan_tokens(lower: &str, mut sym: impl FnMut(&str) -> Option<Sym>)
             }
             if i - start >= 3 {
                 let w = &lower[start..i];
-                if !STOPWORDS.contains(&w) {
+                if !is_stopword(w) {
                     out.push(sym(w)?);
                 }
             }

@@ -58,6 +58,8 @@ impl World<'_> {
             intent_sims: Vec::new(),
             store_cache: (0..=n).map(|_| StoreCache::default()).collect(),
             task_items: Vec::new(),
+            task_item_sims: Vec::new(),
+            key_tokens: HashMap::default(),
             received: vec![None; n],
         };
         // A new query: every cached similarity and verdict is stale.
@@ -145,29 +147,42 @@ impl World<'_> {
                 order.reverse();
             }
         }
-        let shared_intent = format!("LongMemEval user history round relevant to question: {}", t.question);
+        let shared_intent: Arc<str> =
+            format!("LongMemEval user history round relevant to question: {}", t.question).into();
+        // The heading's canonical text (numbers zeroed: standalone digits form no token and
+        // match no pattern) is the key its fragment is cached under.
+        let canonical = reference.then(|| render::haystack_heading(0, 0));
+        // A retrieval key is the question, a separator and the unit's content, so its tokens
+        // are the union of the question part's (once per task) and the content's (from its
+        // fragment): known here when every word of the question part is.
+        let key_head = if reference {
+            known_tokens_of(&render::haystack_retrieval_key(&t.question, "").to_lowercase(), &self.lex)
+        } else {
+            None
+        };
         for i in order {
             let h = &units[i];
-            let (intent, experience, features) = if reference {
-                // The task's intent and the unit's heading are analysed once (the heading with its
-                // numbers zeroed: standalone digits form no token and match no pattern), the
-                // content once per unit, and their features composed.
-                let heading = |s: u32, r: u32| {
-                    format!(
-                        "LongMemEval historical conversation round {s} round {r}. Use as user-history evidence for future questions when relevant. Content: "
-                    )
-                };
-                let parts = [(heading(h.session, h.round), Some(heading(0, 0))), (h.text.clone(), None)];
-                let (experience, features) = self.composed(&shared_intent, &parts);
-                (shared_intent.clone(), experience, features)
-            } else {
-                let intent = format!("User history, session {} round {}", h.session, h.round);
-                let features = analyze(&intent, &h.text, &mut self.lex);
-                (intent, h.text.clone(), features)
+            let mut key_tokens = None;
+            let (intent, experience, features) = match &canonical {
+                // The task's intent and the unit's heading are analysed once, the content once
+                // per unit, and their features composed.
+                Some(canonical) => {
+                    let heading = render::haystack_heading(h.session, h.round);
+                    let (experience, features, frags) =
+                        self.composed_fragments(&shared_intent, &[(&heading, Some(canonical)), (&h.text, None)]);
+                    key_tokens = key_head.as_ref().map(|head| crate::text::union_of(head, frags[1].tokens()));
+                    (shared_intent.clone(), experience, features)
+                }
+                None => {
+                    let intent = format!("User history, session {} round {}", h.session, h.round);
+                    let features = analyze(&intent, &h.text, &mut self.lex);
+                    (intent.into(), h.text.clone(), features)
+                }
             };
             let tag = Embedder::text_key(&h.text) & 0xff_ffff_ffff;
-            let name = format!("lme_haystack_{}_{}_{}_{tag:010x}_shared", t.id, h.session, i);
-            let mut item = MemoryItem::new(name, intent.into(), experience, features);
+            let name = render::haystack_name(t, h.session, i, tag);
+            debug_assert_eq!(name, format!("lme_haystack_{}_{}_{}_{tag:010x}_shared", t.id, h.session, i));
+            let mut item = MemoryItem::new(name, intent, experience, features);
             item.utility_q = if reference || h.query_matching { 0.97 } else { 0.85 };
             item.trust = 0.90;
             item.hazard = 0.0;
@@ -181,14 +196,14 @@ impl World<'_> {
             item.set_parents(vec![t.id.as_str().into()]);
             item.source_agent_trust = 1.0;
             if reference {
-                item.retrieval_key = Some(format!(
-                    "LongMemEval retrieval key = original value plus extracted user facts.\nQuestion: {}\nOriginal memory value: {}",
-                    t.question, h.text
-                ));
+                item.retrieval_key = Some(render::haystack_retrieval_key(&t.question, &h.text));
             }
             let id = self.commit_trusted(item);
             if reference {
                 self.history_overlap.insert(id, scores[i]);
+            }
+            if let Some(tokens) = key_tokens {
+                self.cur.as_mut().expect("task").key_tokens.insert(id, tokens);
             }
         }
     }

@@ -52,6 +52,7 @@ impl World<'_> {
             && st.task == origin_task
         {
             st.task_items.push(id);
+            st.task_item_sims.push(self.intent_cache.get(&key).map(|e| cosine(&st.query_emb, e)));
         }
         id
     }

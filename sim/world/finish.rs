@@ -73,6 +73,7 @@ impl World<'_> {
                 }
                 let Some(ans) = st.answers[last][a as usize] else { continue };
                 let (intent, parts) = render::outcome_parts(t, a, ans.choice, truth.gold, proto.feedback);
+                let parts: Vec<(&str, Option<&str>)> = parts.iter().map(|(t, c)| (t.as_str(), c.as_deref())).collect();
                 let (experience, features) = self.composed(&intent, &parts);
                 let name = format!("benign_stream_{task}_{}_agent_{a}", t.id);
                 let mut item = MemoryItem::new(name, intent.into(), experience, features);

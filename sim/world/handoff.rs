@@ -263,7 +263,17 @@ impl World<'_> {
     /// text): fragments are analysed once per canonical text and composed; a part without a
     /// canonical text occurs once (a haystack unit's content) and is analysed without being
     /// cached. Debug builds assert the result equals a whole-text scan.
-    pub(super) fn composed(&mut self, intent: &str, parts: &[(String, Option<String>)]) -> (String, TextFeatures) {
+    pub(super) fn composed(&mut self, intent: &str, parts: &[(&str, Option<&str>)]) -> (String, TextFeatures) {
+        let (experience, features, _) = self.composed_fragments(intent, parts);
+        (experience, features)
+    }
+
+    /// [`Self::composed`], with the fragment of each part.
+    pub(super) fn composed_fragments(
+        &mut self,
+        intent: &str,
+        parts: &[(&str, Option<&str>)],
+    ) -> (String, TextFeatures, Vec<Arc<Fragment>>) {
         let get = |this: &mut Self, key: &str, is_intent: bool| -> Arc<Fragment> {
             let cache = if is_intent { &mut this.intent_fragments } else { &mut this.part_fragments };
             if let Some(f) = cache.get(key) {
@@ -286,12 +296,13 @@ impl World<'_> {
                 None => Arc::new(experience_fragment(text, &mut self.lex)),
             })
             .collect();
-        let experience: String = parts.iter().map(|(text, _)| text.as_str()).collect();
+        let mut experience = String::with_capacity(parts.iter().map(|(text, _)| text.len()).sum());
+        parts.iter().for_each(|(text, _)| experience.push_str(text));
         let mut features =
             if composable(&frags) { compose(&i, &frags) } else { analyze(intent, &experience, &mut self.lex) };
         // A part's canonical text may be shorter than the text itself (numbers zeroed).
         features.bytes = intent.len() + 1 + experience.len();
         debug_assert_eq!(features, analyze(intent, &experience, &mut self.lex), "composed features");
-        (experience, features)
+        (experience, features, frags)
     }
 }

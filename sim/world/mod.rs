@@ -193,6 +193,14 @@ struct TaskState {
     store_cache: Vec<StoreCache>,
     /// Items written for this task, in commit order (the same-task retrieval scope).
     task_items: Vec<ItemId>,
+    /// Per entry of `task_items`, its intent's similarity to the query, when the intent's
+    /// embedding was known as the item joined (the value [`World::scoped_candidates`] would
+    /// compute: the query is fixed within a task and an intent's embedding never changes).
+    task_item_sims: Vec<Option<f64>>,
+    /// The token lists of retrieval keys known when their items were committed (a haystack
+    /// unit's: its question's and its content's, merged), so a retrieval need not tokenise
+    /// the key again.
+    key_tokens: HashMap<ItemId, Vec<Sym>>,
     /// Per agent, the strict-ledger labels received over routed messages this task.
     received: Vec<Option<commit::Received>>,
 }

@@ -70,11 +70,11 @@ pub fn push_handoff_header(s: &mut String, task: &Task, round: u32, src: u32, ds
     s.push_str(HEADER_OPENING);
     s.push_str(&task.id);
     s.push_str(HEADER_ROUND);
-    push_num(s, round + 1);
+    push_num(s, u64::from(round) + 1);
     s.push_str(HEADER_AGENT);
-    push_num(s, dst);
+    push_num(s, u64::from(dst));
     s.push_str(HEADER_REPORT);
-    push_num(s, src);
+    push_num(s, u64::from(src));
     s.push_str(HEADER_END);
 }
 
@@ -96,28 +96,92 @@ fn digits(n: u32) -> usize {
     n.checked_ilog10().map_or(1, |l| l as usize + 1)
 }
 
-/// A handoff's memory id: `round_dialogue_<task>_r<round>_a<src>_to_a<dst>_<tag as 10 hex>`.
-pub fn handoff_name(task: &Task, round: u32, src: u32, dst: u32, tag: u64) -> String {
-    // Built by pushes rather than `format!`: this runs for every handoff.
-    let mut s = String::with_capacity(task.id.len() + 48);
-    s.push_str("round_dialogue_");
-    s.push_str(&task.id);
-    s.push_str("_r");
-    push_num(&mut s, round);
-    s.push_str("_a");
-    push_num(&mut s, src);
-    s.push_str("_to_a");
-    push_num(&mut s, dst);
-    s.push('_');
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    for shift in (0..10).rev() {
-        s.push(char::from(HEX[((tag >> (4 * shift)) & 0xf) as usize]));
+/// A piece of a text built by pushes rather than `format!` (ids and headings written for every
+/// handoff or haystack unit).
+enum Piece<'a> {
+    /// Literal text.
+    S(&'a str),
+    /// A number in decimal.
+    N(u64),
+    /// The low 40 bits of a tag as ten lower-case hex digits.
+    Hex(u64),
+}
+
+/// The pieces pushed, in order, into a buffer of capacity `cap`.
+fn pushed(cap: usize, pieces: &[Piece<'_>]) -> String {
+    let mut s = String::with_capacity(cap);
+    for p in pieces {
+        match *p {
+            Piece::S(t) => s.push_str(t),
+            Piece::N(n) => push_num(&mut s, n),
+            Piece::Hex(tag) => push_hex10(&mut s, tag),
+        }
     }
     s
 }
 
-fn push_num(s: &mut String, mut n: u32) {
-    let mut buf = [0u8; 10];
+/// A handoff's memory id: `round_dialogue_<task>_r<round>_a<src>_to_a<dst>_<tag as 10 hex>`.
+pub fn handoff_name(task: &Task, round: u32, src: u32, dst: u32, tag: u64) -> String {
+    use Piece::*;
+    let (round, src, dst) = (u64::from(round), u64::from(src), u64::from(dst));
+    pushed(
+        task.id.len() + 48,
+        &[S("round_dialogue_"), S(&task.id), S("_r"), N(round), S("_a"), N(src), S("_to_a"), N(dst), S("_"), Hex(tag)],
+    )
+}
+
+/// Pushes the low 40 bits of `tag` as ten lower-case hex digits (`{tag:010x}` of a tag below
+/// 2⁴⁰).
+fn push_hex10(s: &mut String, tag: u64) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for shift in (0..10).rev() {
+        s.push(char::from(HEX[((tag >> (4 * shift)) & 0xf) as usize]));
+    }
+}
+
+/// The first words of a LongMemEval haystack unit's heading, before its session number.
+const HAYSTACK_HEADING: [&str; 3] = [
+    "LongMemEval historical conversation round ",
+    " round ",
+    ". Use as user-history evidence for future questions when relevant. Content: ",
+];
+
+/// The heading of a LongMemEval haystack unit as the reference's `make_haystack_entry` writes
+/// it (its content follows): `LongMemEval historical conversation round <session> round
+/// <round>. Use as user-history evidence …`. Built by pushes: it runs for every unit of every
+/// task.
+pub fn haystack_heading(session: u32, round: u32) -> String {
+    use Piece::*;
+    let [a, b, c] = HAYSTACK_HEADING;
+    let cap = a.len() + b.len() + c.len() + digits(session) + digits(round);
+    pushed(cap, &[S(a), N(u64::from(session)), S(b), N(u64::from(round)), S(c)])
+}
+
+/// A haystack unit's memory id: `lme_haystack_<task>_<session>_<index>_<tag as 10 hex>_shared`.
+pub fn haystack_name(task: &Task, session: u32, index: usize, tag: u64) -> String {
+    use Piece::*;
+    let (session, index) = (u64::from(session), index as u64);
+    pushed(
+        task.id.len() + 64,
+        &[S("lme_haystack_"), S(&task.id), S("_"), N(session), S("_"), N(index), S("_"), Hex(tag), S("_shared")],
+    )
+}
+
+/// A haystack unit's retrieval key, the reference's expanded fact key: the question, then the
+/// unit's content, written once into a buffer of its exact length.
+pub fn haystack_retrieval_key(question: &str, content: &str) -> String {
+    const HEAD: &str = "LongMemEval retrieval key = original value plus extracted user facts.\nQuestion: ";
+    const MID: &str = "\nOriginal memory value: ";
+    let mut s = String::with_capacity(HEAD.len() + question.len() + MID.len() + content.len());
+    s.push_str(HEAD);
+    s.push_str(question);
+    s.push_str(MID);
+    s.push_str(content);
+    s
+}
+
+fn push_num(s: &mut String, mut n: u64) {
+    let mut buf = [0u8; 20];
     let mut i = buf.len();
     loop {
         i -= 1;
@@ -379,20 +443,54 @@ pub fn has_hazard_cue(text: &str) -> bool {
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_header_length_is_the_length_of_the_header() {
-        let mut task = Task {
+    /// A task with id `id` of class `class` and no text.
+    fn bare_task(id: &str, class: &str) -> Task {
+        Task {
             index: 0,
-            id: "mmlu_stream_0007".into(),
-            class: "mmlu".into(),
+            id: id.into(),
+            class: class.into(),
             question: String::new(),
             options: Vec::new(),
             cues: Vec::new(),
             query: String::new(),
             poisoning: false,
             metric: true,
-            open_ended: false,
-        };
+            open_ended: class == "longmemeval",
+        }
+    }
+
+    #[test]
+    fn haystack_texts_are_the_references_formats() {
+        let task = bare_task("lme_0042", "longmemeval");
+        for n in [0u32, 1, 9, 10, 99, 100, 65_535, u32::MAX] {
+            for r in [0u32, 7, 12, u32::MAX] {
+                let want = format!(
+                    "LongMemEval historical conversation round {n} round {r}. Use as user-history evidence for future questions when relevant. Content: "
+                );
+                let got = haystack_heading(n, r);
+                assert_eq!(got, want);
+                assert_eq!(got.capacity(), got.len(), "exact capacity");
+            }
+            for (i, tag) in [(0usize, 0u64), (159, 0xff_ffff_ffff), (usize::MAX, 0x12_3456_789a)] {
+                assert_eq!(
+                    haystack_name(&task, n, i, tag),
+                    format!("lme_haystack_{}_{}_{}_{tag:010x}_shared", task.id, n, i)
+                );
+            }
+        }
+        for (q, c) in [("", ""), ("What did I buy?", "I bought a caf\u{e9} table."), ("q\nq", "x")] {
+            let want = format!(
+                "LongMemEval retrieval key = original value plus extracted user facts.\nQuestion: {q}\nOriginal memory value: {c}"
+            );
+            let got = haystack_retrieval_key(q, c);
+            assert_eq!(got, want);
+            assert_eq!(got.capacity(), got.len(), "exact capacity");
+        }
+    }
+
+    #[test]
+    fn the_header_length_is_the_length_of_the_header() {
+        let mut task = bare_task("mmlu_stream_0007", "mmlu");
         let numbers = [0, 1, 8, 9, 10, 11, 99, 100, 999, 1_000, 9_999, 10_000, 123_456, u32::MAX - 1];
         for id in ["", "mmlu_stream_0007", "longmemeval_q_été"] {
             task.id = id.into();

@@ -71,9 +71,25 @@ impl World<'_> {
                 match known {
                     Some(e) => e.to_vec(),
                     None => {
-                        let tokens =
-                            known_tokens_of(&key.to_lowercase(), &self.lex).ok_or_else(|| NeedsWords(key.clone()))?;
-                        let e: Arc<[f32]> = self.embedder.embed(&tokens, k, &self.lex).into();
+                        // Tokens merged from the key's parts when it was committed, or the
+                        // key tokenised now.
+                        let tokenised;
+                        let tokens: &[Sym] = match self.cur.as_ref().and_then(|st| st.key_tokens.get(&id)) {
+                            Some(t) => {
+                                debug_assert_eq!(
+                                    Some(t),
+                                    known_tokens_of(&key.to_lowercase(), &self.lex).as_ref(),
+                                    "a retrieval key's tokens from its parts"
+                                );
+                                t
+                            }
+                            None => {
+                                tokenised = known_tokens_of(&key.to_lowercase(), &self.lex)
+                                    .ok_or_else(|| NeedsWords(key.clone()))?;
+                                &tokenised
+                            }
+                        };
+                        let e: Arc<[f32]> = self.embedder.embed(tokens, k, &self.lex).into();
                         lock(&self.key_embeddings).insert(k, e.clone());
                         e.to_vec()
                     }
@@ -260,13 +276,25 @@ impl World<'_> {
             return (old.cands.clone(), old.best.clone(), None);
         }
         let mut cands: Vec<(f64, ItemId)> = Vec::new();
-        for &id in &st.task_items {
-            let item = self.bank.get(id);
-            if self.bank.location(id) != want || (shared && !topo.shared_visible(item, agent, self.scn.agents)) {
+        for (&id, known) in st.task_items.iter().zip(&st.task_item_sims) {
+            if self.bank.location(id) != want
+                || (shared && !topo.shared_visible(self.bank.get(id), agent, self.scn.agents))
+            {
                 continue;
             }
-            let key = Embedder::text_key(&item.intent);
-            let sim = self.intent_cache.get(&key).map_or(0.0, |e| cosine(&st.query_emb, e));
+            // An intent first embedded after its item joined the task is looked up now.
+            let sim = known.unwrap_or_else(|| {
+                let key = Embedder::text_key(&self.bank.get(id).intent);
+                self.intent_cache.get(&key).map_or(0.0, |e| cosine(&st.query_emb, e))
+            });
+            debug_assert_eq!(
+                sim.to_bits(),
+                self.intent_cache
+                    .get(&Embedder::text_key(&self.bank.get(id).intent))
+                    .map_or(0.0, |e| cosine(&st.query_emb, e))
+                    .to_bits(),
+                "an item's intent similarity as it joined the task"
+            );
             cands.push((sim, id));
         }
         // Most similar first; ties keep commit order.
