@@ -52,7 +52,13 @@ impl World<'_> {
             && st.task == origin_task
         {
             st.task_items.push(id);
-            st.task_item_sims.push(self.intent_cache.get(&key).map(|e| cosine(&st.query_emb, e)));
+            // Only the same-task scope ranks a task's items by their intents.
+            let sim = if self.scn.protocol.same_task_scope {
+                self.intent_cache.get(&key).map(|e| cosine(&st.query_emb, e))
+            } else {
+                None
+            };
+            st.task_item_sims.push(sim);
         }
         id
     }
