@@ -62,3 +62,19 @@ fn answers_are_strings_and_the_target_follows_the_heuristic() {
     let r = run_scenario(&ls, 5);
     assert!(r.arms.iter().all(|a| a.rounds.len() == 3 && a.metric_tasks == 30));
 }
+
+/// The rerank's overlap score counts each question term's non-overlapping occurrences in the
+/// lower-cased text (at most 3), weighted: 1, +1 for a term with a digit, +0.35 for one of 8
+/// characters or more (`run_longmemeval.py`'s query-term score). Worked by hand.
+#[test]
+fn the_overlap_score_counts_non_overlapping_occurrences_of_each_term() {
+    use memlink::workload::query_overlap_score;
+    // Terms: "bicycles" (1.35), "2023" (2.0), "aaaa" (1.0); "where" and "did" are no terms.
+    let q = "Where did I buy the bicycles in 2023, aaaa?";
+    // "aaaaaaaaa" holds "aaaa" twice without overlap (str::matches, not a sliding window).
+    assert_eq!(query_overlap_score(q, "aaaaaaaaa"), 2.0);
+    assert_eq!(query_overlap_score(q, "Two BICYCLES bought in 2023 and 2023."), 1.35 + 2.0 * 2.0);
+    // At most three hits count.
+    assert_eq!(query_overlap_score(q, "bicycles bicycles bicycles bicycles"), 1.35 * 3.0);
+    assert_eq!(query_overlap_score(q, "nothing here"), 0.0);
+}

@@ -168,32 +168,40 @@ pub fn known_tokens_of(lower: &str, lex: &Lexicon) -> Option<Vec<Sym>> {
     scan_tokens(lower, |w| lex.get(w))
 }
 
+thread_local! {
+    /// The symbols of the text being tokenised, before sorting and deduplication: one buffer
+    /// per thread, so that a token list is allocated once, at its final length.
+    static SCRATCH: std::cell::RefCell<Vec<Sym>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// The sorted, deduplicated symbols of `lower`'s words (three or more characters, not stop
 /// words), each looked up by `sym`; `None` as soon as `sym` finds none.
 pub(super) fn scan_tokens(lower: &str, mut sym: impl FnMut(&str) -> Option<Sym>) -> Option<Vec<Sym>> {
-    let b = lower.as_bytes();
-    let mut out: Vec<Sym> = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i].is_ascii_lowercase() {
-            let start = i;
-            i += 1;
-            while i < b.len() && (b[i].is_ascii_lowercase() || b[i].is_ascii_digit() || b[i] == b'_') {
+    SCRATCH.with_borrow_mut(|out| {
+        out.clear();
+        let b = lower.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            if b[i].is_ascii_lowercase() {
+                let start = i;
+                i += 1;
+                while i < b.len() && (b[i].is_ascii_lowercase() || b[i].is_ascii_digit() || b[i] == b'_') {
+                    i += 1;
+                }
+                if i - start >= 3 {
+                    let w = &lower[start..i];
+                    if !is_stopword(w) {
+                        out.push(sym(w)?);
+                    }
+                }
+            } else {
                 i += 1;
             }
-            if i - start >= 3 {
-                let w = &lower[start..i];
-                if !is_stopword(w) {
-                    out.push(sym(w)?);
-                }
-            }
-        } else {
-            i += 1;
         }
-    }
-    out.sort_unstable();
-    out.dedup();
-    Some(out)
+        out.sort_unstable();
+        out.dedup();
+        Some(out.to_vec())
+    })
 }
 
 /// |A ∩ B| of two sorted token lists.

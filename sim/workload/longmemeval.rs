@@ -432,6 +432,9 @@ pub fn query_overlap_score(question: &str, text: &str) -> f64 {
 pub struct QueryTerms {
     /// Each distinct term and its weight, in question order.
     terms: Vec<(String, f64)>,
+    /// A substring searcher per term, built once: a question's terms score every unit of its
+    /// haystack.
+    finders: Vec<memchr::memmem::Finder<'static>>,
 }
 
 impl QueryTerms {
@@ -454,15 +457,18 @@ impl QueryTerms {
             }
             terms.push((term, w));
         }
-        QueryTerms { terms }
+        let finders = terms.iter().map(|(t, _)| memchr::memmem::Finder::new(t.as_bytes()).into_owned()).collect();
+        QueryTerms { terms, finders }
     }
 
     /// The overlap score of `text` (terms summed in question order).
     pub fn score(&self, text: &str) -> f64 {
         let lower = text.to_lowercase();
         let mut score = 0.0;
-        for (term, w) in &self.terms {
-            let hits = lower.matches(term.as_str()).count();
+        for ((term, w), finder) in self.terms.iter().zip(&self.finders) {
+            // Non-overlapping occurrences, as `str::matches` counts them (terms are never empty).
+            let hits = finder.find_iter(lower.as_bytes()).count();
+            debug_assert_eq!(hits, lower.matches(term.as_str()).count(), "occurrences of {term:?}");
             if hits > 0 {
                 score += w * hits.min(3) as f64;
             }
