@@ -243,19 +243,35 @@ fn scan(text: &str, lower: &str, lex: &mut Lexicon, experience: bool) -> Fragmen
     }
     let claim = if experience { experience_claim(text, lower, p, lex) } else { None };
     let reason = if experience { experience_reason(text, lower, p, lex) } else { None };
-    Fragment {
+    // The literal flags, from one pass over the text.
+    let needles = needle_bits(lower);
+    let ascii = text.is_ascii();
+    let credential = experience
+        && if ascii { needles & NEEDLE_CREDENTIAL != 0 } else { p.credential.is_match(&py_view(text, true)) };
+    let f = Fragment {
         bits,
         tokens: tokens_of(lower, lex),
         answer_keys,
         claim,
         reason,
-        credential: experience && mentions_credential(text, lower),
-        tool_marker: any_of(lower, &TOOL_MARKERS),
-        reports_failure: lower.contains("outcome: incorrect"),
-        rare_needles: !text.is_ascii() || any_of(lower, &RARE_TRIGGER_NEEDLES),
+        credential,
+        tool_marker: needles & NEEDLE_TOOL != 0,
+        reports_failure: needles & NEEDLE_FAILURE != 0,
+        rare_needles: !ascii || needles & NEEDLE_RARE != 0,
         rewrite_notice: experience && text.starts_with(REWRITE_PREFIX),
         bytes: text.len(),
-    }
+    };
+    debug_assert_eq!(
+        (f.credential, f.tool_marker, f.reports_failure, f.rare_needles),
+        (
+            experience && mentions_credential(text, lower),
+            any_of(lower, &TOOL_MARKERS),
+            lower.contains(FAILURE_NOTE),
+            !ascii || any_of(lower, &RARE_TRIGGER_NEEDLES)
+        ),
+        "literal flags from one pass"
+    );
+    f
 }
 
 /// Analyses an intent (no claim, reason, credential or rewrite findings come from an intent).
@@ -486,6 +502,38 @@ mod tests {
         let mut lex = Lexicon::new();
         assert!(!analyze("password reset", "fine text", &mut lex).credential);
         assert!(analyze("x", "the API key is", &mut lex).credential);
+    }
+
+    #[test]
+    fn one_pass_finds_exactly_the_needles_a_text_contains() {
+        let texts = [
+            "",
+            "nothing to see",
+            "the calibration token is set",
+            "a tokenizer, an api key and a password; outcome: incorrect",
+            "<information>external tool environment</information>",
+            "##suffix##triggertrigger",
+            "api ke y pass word outcome:incorrect",
+            "calibration tokencalibration token",
+        ];
+        for t in texts {
+            let bits = needle_bits(t);
+            for (i, n) in NEEDLES.iter().enumerate() {
+                assert_eq!(bits & (1 << i) != 0, t.contains(n), "{n:?} in {t:?}");
+            }
+        }
+        assert_eq!(NEEDLE_CREDENTIAL | NEEDLE_TOOL | NEEDLE_RARE | NEEDLE_FAILURE, (1 << NEEDLES.len()) - 1);
+        // The four groups do not overlap: their bits add up to one per needle.
+        let groups = [NEEDLE_CREDENTIAL, NEEDLE_TOOL, NEEDLE_RARE, NEEDLE_FAILURE];
+        assert_eq!(groups.iter().map(|g| g.count_ones() as usize).sum::<usize>(), NEEDLES.len());
+        // Each group's bits name exactly its list's needles.
+        let named = |mask: u32| -> Vec<&str> {
+            (0..NEEDLES.len()).filter(|i| mask & (1 << i) != 0).map(|i| NEEDLES[i]).collect()
+        };
+        assert_eq!(named(NEEDLE_CREDENTIAL), CREDENTIAL_LITERALS);
+        assert_eq!(named(NEEDLE_TOOL), TOOL_MARKERS);
+        assert_eq!(named(NEEDLE_RARE), RARE_TRIGGER_NEEDLES);
+        assert_eq!(named(NEEDLE_FAILURE), [FAILURE_NOTE]);
     }
 
     #[test]

@@ -87,6 +87,8 @@ pub(super) struct Patterns {
     pub(super) five_words: Regex,
     pub(super) claim_option: Regex,
     pub(super) claim_reason: Regex,
+    /// The literal needles of a scan ([`NEEDLES`]), found in one pass.
+    pub(super) needles: AhoCorasick,
 }
 
 pub(super) fn ci(p: &str) -> String {
@@ -124,6 +126,10 @@ pub(super) fn patterns() -> &'static Patterns {
             five_words: Regex::new(r"\b[A-Za-z]{3,}(?:\s+[A-Za-z]{3,}){4}\b").expect("static"),
             claim_option: Regex::new(r"(?i)\boption\s+([A-E])\s*\(([^)\n]*)\)").expect("static"),
             claim_reason: Regex::new(r"(?i)\breason:\s*([^\n]*?)(?:final answer|$)").expect("static"),
+            needles: AhoCorasick::builder()
+                .match_kind(aho_corasick::MatchKind::Standard)
+                .build(NEEDLES)
+                .expect("static literals"),
         }
     })
 }
@@ -250,6 +256,44 @@ pub(super) const QCTX_OVERRIDE: [&str; 4] =
 pub(super) const QCTX_TRIGGER: [&str; 4] = ["calibration token", "parallel universe", "trigger", "suffix"];
 /// Substrings without which `rare_trigger_risk` is 0 (every one of its rules needs one).
 pub(super) const RARE_TRIGGER_NEEDLES: [&str; 4] = ["trigger", "##", "suffix", "calibration token"];
+/// What the literal failure flag looks for.
+pub(super) const FAILURE_NOTE: &str = "outcome: incorrect";
+
+/// Every literal a scan looks for in a lower-cased text, searched in one pass
+/// ([`needle_bits`]): the credential literals, the tool markers, the rare-trigger needles and
+/// the failure note, in that order (bit i: `NEEDLES[i]` occurs).
+pub(super) const NEEDLES: [&str; 14] = [
+    CREDENTIAL_LITERALS[0],
+    CREDENTIAL_LITERALS[1],
+    CREDENTIAL_LITERALS[2],
+    CREDENTIAL_LITERALS[3],
+    CREDENTIAL_LITERALS[4],
+    TOOL_MARKERS[0],
+    TOOL_MARKERS[1],
+    TOOL_MARKERS[2],
+    TOOL_MARKERS[3],
+    RARE_TRIGGER_NEEDLES[0],
+    RARE_TRIGGER_NEEDLES[1],
+    RARE_TRIGGER_NEEDLES[2],
+    RARE_TRIGGER_NEEDLES[3],
+    FAILURE_NOTE,
+];
+/// The bits of [`needle_bits`] that stand for a credential literal, a tool marker, a
+/// rare-trigger needle and the failure note.
+pub(super) const NEEDLE_CREDENTIAL: u32 = 0b1_1111;
+pub(super) const NEEDLE_TOOL: u32 = 0b1111 << 5;
+pub(super) const NEEDLE_RARE: u32 = 0b1111 << 9;
+pub(super) const NEEDLE_FAILURE: u32 = 1 << 13;
+
+/// Which of [`NEEDLES`] occur in `lower` (bit i for `NEEDLES[i]`): one overlapping pass finds
+/// every occurrence of every needle, so a bit is set exactly when `lower.contains(NEEDLES[i])`.
+pub(super) fn needle_bits(lower: &str) -> u32 {
+    let mut bits = 0u32;
+    for m in patterns().needles.find_overlapping_iter(lower) {
+        bits |= 1 << m.pattern().as_usize();
+    }
+    bits
+}
 
 /// Which answer-binding pattern each answer-key pattern refines (key k matches only where
 /// binding pattern `ANSWER_KEY_TWIN[k]` matches).
