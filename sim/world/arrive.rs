@@ -152,9 +152,11 @@ impl World<'_> {
         // The heading's canonical text (numbers zeroed: standalone digits form no token and
         // match no pattern) is the key its fragment is cached under.
         let canonical = reference.then(|| render::haystack_heading(0, 0));
-        // A retrieval key is the question, a separator and the unit's content, so its tokens
-        // are the union of the question part's (once per task) and the content's (from its
-        // fragment): known here when every word of the question part is.
+        // A retrieval key is its question part (the key's heading, the question, a newline and
+        // "Original memory value: ") followed by the unit's content. No word runs across that
+        // boundary and lower-casing does not change across it, so the key's tokens are the
+        // union of the question part's (once per task) and the content's (from its fragment):
+        // known here when every word of the question part is already interned.
         let key_head = if reference {
             known_tokens_of(&render::haystack_retrieval_key(&t.question, "").to_lowercase(), &self.lex)
         } else {

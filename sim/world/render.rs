@@ -147,7 +147,8 @@ fn push_hex10(s: &mut String, tag: u64) {
     }
 }
 
-/// The first words of a LongMemEval haystack unit's heading, before its session number.
+/// The literal text of a LongMemEval haystack unit's heading: before its session number, between
+/// session and round, and after the round.
 const HAYSTACK_HEADING: [&str; 3] = [
     "LongMemEval historical conversation round ",
     " round ",
