@@ -121,7 +121,7 @@ fn pushed(cap: usize, pieces: &[Piece<'_>]) -> String {
 }
 
 /// A handoff's memory id: `round_dialogue_<task>_r<round>_a<src>_to_a<dst>_<tag as 10 hex>`.
-/// Pushed piece by piece with its literals inline, not through [`pushed`]: it runs for every
+/// Pushed piece by piece with its literals inline, not through `pushed`: it runs for every
 /// handoff (at 10,000 agents the slice of pieces cost ~1% of a run's instructions).
 pub fn handoff_name(task: &Task, round: u32, src: u32, dst: u32, tag: u64) -> String {
     let mut s = String::with_capacity(task.id.len() + 48);
