@@ -301,6 +301,12 @@ enum Cmd {
         /// not touched.
         #[arg(long, conflicts_with = "slices")]
         leave_one_out: bool,
+        /// With --leave-one-out: start from the calibration's stored result (its `loso` file)
+        /// and compute only the folds it lacks, at its folds' model values (stages A and B
+        /// are not run again; valid while the simulator's bytes are those it was computed
+        /// with). Writes the stored folds and the new ones.
+        #[arg(long, requires = "leave_one_out")]
+        refold: bool,
         /// Instead of fitting: the objective's slice along each parameter at N evenly spaced
         /// values across its bounds, at the committed profile. Writes `<name>.slices.md`.
         #[arg(long, value_name = "N")]
@@ -715,12 +721,13 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             println!("wrote {}", file.display());
             Ok(())
         }
-        Cmd::Calibrate { calibration, out, profile_out, resume, report: report_out, leave_one_out, slices } => {
+        Cmd::Calibrate { calibration, out, profile_out, resume, report: report_out, leave_one_out, refold, slices } => {
             let cal = memlink::calibrate::Calibration::load(&calibration)?;
             let name = cal.spec().name.clone();
             let dir = out.unwrap_or_else(|| PathBuf::from("runs").join(format!("calibrate-{name}")));
             if leave_one_out || slices.is_some() {
-                return calibrate_validation(&cal, &dir, resume, leave_one_out, slices, report_out.as_deref());
+                let v = Validation { resume, leave_one_out, refold, slices };
+                return calibrate_validation(&cal, &dir, v, report_out.as_deref());
             }
             eprintln!(
                 "{name}: fitting {} parameters to {} target rows ({} more rows checked, not fitted)",
@@ -834,22 +841,41 @@ fn search_progress(c: usize, s: &memlink::calibrate::Simplex) {
     );
 }
 
-/// `memlink calibrate --leave-one-out` or `--slices N`: validation of a calibration, written to
-/// `<dir>/<name>.{loso,slices}.{md,json}` (and `report`), the profile untouched.
+/// What `memlink calibrate` validates instead of fitting.
+struct Validation {
+    resume: bool,
+    leave_one_out: bool,
+    refold: bool,
+    slices: Option<usize>,
+}
+
+/// `memlink calibrate --leave-one-out [--refold]` or `--slices N`: validation of a calibration,
+/// written to `<dir>/<name>.{loso,slices}.{md,json}` (and `report`), the profile untouched.
 fn calibrate_validation(
     cal: &memlink::calibrate::Calibration,
     dir: &std::path::Path,
-    resume: bool,
-    leave_one_out: bool,
-    slices: Option<usize>,
+    v: Validation,
     report: Option<&std::path::Path>,
 ) -> Result<()> {
     use memlink::calibrate::loso;
+    let Validation { resume, leave_one_out, refold, slices } = v;
     let name = cal.spec().name.clone();
     std::fs::create_dir_all(dir).map_err(|source| memlink::error::Error::Io { path: dir.to_path_buf(), source })?;
     let (kind, text, json) = if leave_one_out {
         eprintln!("{name}: leave-one-setting-out validation over {} settings", cal.spec().settings.len());
-        let l = cal.leave_one_out(dir, resume, &mut search_progress)?;
+        let l = if refold {
+            let Some(stored) = cal.stored_loso()? else {
+                return Err(memlink::error::Error::Invalid {
+                    path: cal.file().to_path_buf(),
+                    pos: memlink::error::Pos { line: 1, col: 1 },
+                    field: "loso".into(),
+                    expected: "the stored leave-one-setting-out result that --refold starts from".into(),
+                });
+            };
+            cal.refold(&stored, dir, resume, &mut search_progress)?
+        } else {
+            cal.leave_one_out(dir, resume, &mut search_progress)?
+        };
         ("loso", loso::loso_report(cal, &l), serde_json::to_string_pretty(&l).expect("serializable"))
     } else {
         let n = slices.unwrap_or(5);

@@ -5,7 +5,7 @@ mod common;
 
 use memlink::agent::{ModelParams, load_profile, load_profile_str};
 use memlink::calibrate::Calibration;
-use memlink::calibrate::loso::Predictor;
+use memlink::calibrate::loso::{BlockFit, Loso, Predictor};
 use std::path::{Path, PathBuf};
 
 fn scratch(name: &str) -> PathBuf {
@@ -133,7 +133,7 @@ fn leave_one_setting_out_predicts_each_settings_attack_rows_without_them() {
     let cal = Calibration::load(&pooled_calibration(&dir, true, 8)).unwrap();
     let out = dir.join("out");
     let l = cal.leave_one_out(&out, false, &mut |_, _| {}).unwrap();
-    assert_eq!(l.folds.len(), 4, "two settings × two predictors");
+    assert_eq!(l.folds.len(), 12, "two settings × three predictors × two block rules");
     for f in &l.folds {
         // The fold saw only the attack-free row; the attack row is held out.
         assert!(f.rows.iter().any(|r| r.fitted && r.source.contains("attack_free")), "{f:?}");
@@ -141,7 +141,9 @@ fn leave_one_setting_out_predicts_each_settings_attack_rows_without_them() {
         assert!(f.rows.iter().all(|r| r.setting == f.setting));
         // Only workload fields were fitted, from the defaults.
         assert!(f.workload_fit.iter().all(|(n, _, _)| n.ends_with(".skill")), "{:?}", f.workload_fit);
-        if f.predictor == Predictor::Defaults {
+        // Each setting's memory weight is fitted by one other setting alone: the shared
+        // predictor gives it the default.
+        if f.predictor != Predictor::Pooled {
             assert_eq!(f.model, vec![("memory_weight".to_string(), ModelParams::default().memory_weight)]);
         }
     }
@@ -166,6 +168,63 @@ fn leave_one_setting_out_predicts_each_settings_attack_rows_without_them() {
     assert_eq!(l, again);
     let md = memlink::calibrate::loso::loso_report(&cal, &l);
     assert!(md.contains("| **all** |") && md.contains("mmlu_minja"), "{md}");
+}
+
+#[test]
+fn a_fold_fits_the_skill_alone_and_a_refold_adds_it_to_a_result_stored_before_the_rule() {
+    let dir = scratch("refold");
+    let file = pooled_calibration(&dir, true, 6);
+    // MMLU also fits its difficulty slope: one attack-free row, two workload fields.
+    let text = std::fs::read_to_string(&file).unwrap().replace(
+        "(workload: \"csqa\", name: \"skill\"",
+        "(workload: \"mmlu\", name: \"difficulty_slope\", lo: 0.0, hi: 30.0, start: Some(16.0)),\n        (workload: \"csqa\", name: \"skill\"",
+    );
+    std::fs::write(&file, text).unwrap();
+    let cal = Calibration::load(&file).unwrap();
+    let l = cal.leave_one_out(&dir.join("out"), false, &mut |_, _| {}).unwrap();
+    let defaults = memlink::agent::WorkloadBlock::default();
+    for f in l.folds.iter().filter(|f| f.setting == "mmlu_minja") {
+        let names: Vec<&str> = f.workload_fit.iter().map(|(n, _, _)| n.as_str()).collect();
+        match f.block {
+            BlockFit::Skill => assert_eq!(names, ["mmlu.skill"]),
+            BlockFit::All => assert_eq!(names, ["mmlu.skill", "mmlu.difficulty_slope"]),
+        }
+        // Every fitted field starts from the stand-in's default, not from the calibration's start.
+        for (n, start, _) in &f.workload_fit {
+            let field = n.strip_prefix("mmlu.").unwrap();
+            assert_eq!(Some(*start), defaults.get(field), "{n}");
+        }
+    }
+    assert_eq!(cal.single_source("mmlu"), vec![("memory_weight".to_string(), vec!["csqa".to_string()])]);
+    // A result stored before the rule and the shared predictor: its folds fitted every field
+    // and carry no `block`.
+    let old = Loso {
+        folds: l
+            .folds
+            .iter()
+            .filter(|f| f.block == BlockFit::All && f.predictor != Predictor::Shared)
+            .cloned()
+            .collect(),
+        in_sample: l.in_sample.clone(),
+    };
+    let mut json: serde_json::Value = serde_json::to_value(&old).unwrap();
+    for f in json["folds"].as_array_mut().unwrap() {
+        f.as_object_mut().unwrap().remove("block");
+    }
+    let stored: Loso = serde_json::from_value(json).unwrap();
+    assert_eq!(stored, old, "a fold without `block` fitted every field");
+    // Its report has columns for what it holds: every block field fitted, pooled and defaults.
+    let md = memlink::calibrate::loso::loso_report(&cal, &stored);
+    assert!(
+        md.contains("| in-sample RMS z | LOSO RMS z, pooled, every block field fitted | LOSO RMS z, defaults, every block field fitted |"),
+        "{md}"
+    );
+    let full = memlink::calibrate::loso::loso_report(&cal, &l);
+    assert!(full.contains("| LOSO RMS z, pooled | LOSO RMS z, pooled where shared | LOSO RMS z, defaults |"), "{full}");
+    // The refold computes the missing folds at the stored model values (the shared ones from
+    // the pooled): the full run's.
+    let again = cal.refold(&stored, &dir.join("refold"), false, &mut |_, _| {}).unwrap();
+    assert_eq!(again.folds, l.folds);
 }
 
 #[test]

@@ -725,6 +725,11 @@ impl Calibration {
     pub fn spec(&self) -> &CalibrationSpec {
         &self.spec
     }
+
+    /// The calibration file it was loaded from.
+    pub fn file(&self) -> &Path {
+        &self.path
+    }
 }
 
 /// Mean and 95% half-width (normal approximation, sample sd) of `xs`.
