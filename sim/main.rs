@@ -311,6 +311,18 @@ enum Cmd {
         /// values across its bounds, at the committed profile. Writes `<name>.slices.md`.
         #[arg(long, value_name = "N")]
         slices: Option<usize>,
+        /// Instead of fitting: which parameters the targets leave undetermined, from the
+        /// objective's profile over each at N evenly spaced values across its bounds (N >= 2;
+        /// the Jacobian's Gauss–Newton model gives the other parameters' path; see
+        /// sim/calibrate/identify.rs). Writes `<name>.identify.md` and `.json` (the file a
+        /// calibration's `identify` names).
+        #[arg(long, value_name = "N", conflicts_with_all = ["slices", "leave_one_out"])]
+        identify: Option<usize>,
+        /// With --identify: refine each profile point by up to K Nelder–Mead evaluations over the
+        /// search's other parameters (0: the linearised path alone; each evaluation costs what
+        /// one of the fit's does).
+        #[arg(long, value_name = "K", requires = "identify", default_value_t = 0)]
+        refine: u32,
     },
     /// Assess the committed profiles (and arms) on every row of calibration files, without
     /// fitting: the calibration report, regenerated from the code.
@@ -721,12 +733,23 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             println!("wrote {}", file.display());
             Ok(())
         }
-        Cmd::Calibrate { calibration, out, profile_out, resume, report: report_out, leave_one_out, refold, slices } => {
+        Cmd::Calibrate {
+            calibration,
+            out,
+            profile_out,
+            resume,
+            report: report_out,
+            leave_one_out,
+            refold,
+            slices,
+            identify,
+            refine,
+        } => {
             let cal = memlink::calibrate::Calibration::load(&calibration)?;
             let name = cal.spec().name.clone();
             let dir = out.unwrap_or_else(|| PathBuf::from("runs").join(format!("calibrate-{name}")));
-            if leave_one_out || slices.is_some() {
-                let v = Validation { resume, leave_one_out, refold, slices };
+            if leave_one_out || slices.is_some() || identify.is_some() {
+                let v = Validation { resume, leave_one_out, refold, slices, identify, refine };
                 return calibrate_validation(&cal, &dir, v, report_out.as_deref());
             }
             eprintln!(
@@ -781,6 +804,10 @@ fn dispatch(cmd: Cmd) -> Result<()> {
                 if let Some(l) = cal.assess_loso(&fit)? {
                     text.push('\n');
                     text.push_str(&memlink::calibrate::loso::loso_report(&cal, &l));
+                }
+                if let Some(id) = cal.assess_identification()? {
+                    text.push('\n');
+                    text.push_str(&memlink::calibrate::identify::identify_report(&cal, &id));
                 }
             }
             match report {
@@ -847,6 +874,8 @@ struct Validation {
     leave_one_out: bool,
     refold: bool,
     slices: Option<usize>,
+    identify: Option<usize>,
+    refine: u32,
 }
 
 /// `memlink calibrate --leave-one-out [--refold]` or `--slices N`: validation of a calibration,
@@ -858,7 +887,7 @@ fn calibrate_validation(
     report: Option<&std::path::Path>,
 ) -> Result<()> {
     use memlink::calibrate::loso;
-    let Validation { resume, leave_one_out, refold, slices } = v;
+    let Validation { resume, leave_one_out, refold, slices, identify, refine } = v;
     let name = cal.spec().name.clone();
     std::fs::create_dir_all(dir).map_err(|source| memlink::error::Error::Io { path: dir.to_path_buf(), source })?;
     let (kind, text, json) = if leave_one_out {
@@ -877,6 +906,20 @@ fn calibrate_validation(
             cal.leave_one_out(dir, resume, &mut search_progress)?
         };
         ("loso", loso::loso_report(cal, &l), serde_json::to_string_pretty(&l).expect("serializable"))
+    } else if let Some(n) = identify {
+        if n < 2 {
+            return Err(invalid("identify", "at least 2 points (the bounds) per parameter"));
+        }
+        eprintln!(
+            "{name}: identifiability of {} parameters, {n} profile points each, {refine} refining evaluations per point",
+            cal.spec().parameters.len()
+        );
+        let id = cal.identify(n, refine, &mut |p| eprintln!("  {p} · profile traced"));
+        (
+            "identify",
+            memlink::calibrate::identify::identify_report(cal, &id),
+            serde_json::to_string_pretty(&id).expect("serializable"),
+        )
     } else {
         let n = slices.unwrap_or(5);
         eprintln!("{name}: slices of {} parameters at {n} points", cal.spec().parameters.len());

@@ -479,7 +479,7 @@ impl Calibration {
     }
 
     /// Parameter names as the fit report prints them.
-    fn evaluate_names(&self) -> Vec<String> {
+    pub(super) fn evaluate_names(&self) -> Vec<String> {
         self.spec
             .parameters
             .iter()

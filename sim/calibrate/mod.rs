@@ -8,6 +8,7 @@
 
 pub mod effects;
 mod fit;
+pub mod identify;
 mod load;
 pub mod loso;
 mod nelder_mead;

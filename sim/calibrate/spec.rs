@@ -189,6 +189,12 @@ pub struct CalibrationSpec {
     /// cross-validated error regenerates (and is drift-checked) without refitting.
     #[serde(default)]
     pub loso: Option<PathBuf>,
+    /// An identifiability analysis of this calibration (`memlink calibrate --identify N`'s
+    /// `<name>.identify.json`, relative to the calibration file): `memlink assess` re-evaluates
+    /// χ² at the profile and at its stored profile points and reports the verdicts beside the
+    /// fit ([`super::identify`]).
+    #[serde(default)]
+    pub identify: Option<PathBuf>,
 }
 
 fn default_seeds() -> Vec<u64> {
