@@ -421,13 +421,7 @@ impl Calibration {
         start: Vec<f64>,
         refine: u32,
     ) -> TracePoint {
-        let full = |sub: &[f64]| {
-            let mut y = x.to_vec();
-            for (k, &i) in pi.iter().enumerate() {
-                y[i] = sub[k];
-            }
-            y
-        };
+        let full = |sub: &[f64]| placed(x, pi, sub);
         let chi2 = self.search_chi2(&full(&start), pi, rows);
         let free: Vec<usize> = (0..pi.len()).filter(|&k| k != c).collect();
         if refine == 0 || free.is_empty() {
@@ -473,12 +467,8 @@ impl Calibration {
     /// not belong to this calibration and profile.
     pub fn assess_identification(&self) -> Result<Option<Identification>> {
         let Some(path) = self.identify_path() else { return Ok(None) };
-        let text = crate::error::read_file(&path)?;
-        let stored: Identification = serde_json::from_str(&text).map_err(|e| Error::Parse {
-            path: path.clone(),
-            pos: Pos { line: e.line(), col: e.column() },
-            message: format!("expected an identifiability analysis (`memlink calibrate --identify`): {e}"),
-        })?;
+        let stored: Identification =
+            super::read_stored(&path, "an identifiability analysis (`memlink calibrate --identify`)")?;
         self.reassess_identification(&stored, &path).map(Some)
     }
 
@@ -529,13 +519,7 @@ impl Calibration {
                     rows.len()
                 )));
             }
-            let full = |sub: &[f64]| {
-                let mut y = x.clone();
-                for (k, &i) in pi.iter().enumerate() {
-                    y[i] = sub[k];
-                }
-                y
-            };
+            let full = |sub: &[f64]| placed(&x, pi, sub);
             let traces = s
                 .traces
                 .iter()
@@ -552,6 +536,15 @@ impl Calibration {
         }
         Ok(Identification { refine: stored.refine, searches })
     }
+}
+
+/// The full parameter vector `x` with a search's parameters (indices `pi`) set to `sub`.
+fn placed(x: &[f64], pi: &[usize], sub: &[f64]) -> Vec<f64> {
+    let mut y = x.to_vec();
+    for (k, &i) in pi.iter().enumerate() {
+        y[i] = sub[k];
+    }
+    y
 }
 
 /// The identifiability analysis as markdown (the module docs' terms).

@@ -385,13 +385,7 @@ impl Calibration {
     /// The calibration's stored leave-one-setting-out result as written, None without a `loso`.
     pub fn stored_loso(&self) -> Result<Option<Loso>> {
         let Some(path) = self.loso_path() else { return Ok(None) };
-        let text = crate::error::read_file(&path)?;
-        let stored: Loso = serde_json::from_str(&text).map_err(|e| crate::error::Error::Parse {
-            path: path.clone(),
-            pos: crate::error::Pos { line: e.line(), col: e.column() },
-            message: format!("expected a leave-one-setting-out result (`memlink calibrate --leave-one-out`): {e}"),
-        })?;
-        Ok(Some(stored))
+        super::read_stored(&path, "a leave-one-setting-out result (`memlink calibrate --leave-one-out`)").map(Some)
     }
 
     /// A stored fold's model values over the calibration's base; an error names `path` when

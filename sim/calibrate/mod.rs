@@ -744,6 +744,17 @@ fn mean_ci95(xs: &[f64]) -> (f64, f64) {
     (m, 1.96 * (var / n).sqrt())
 }
 
+/// A stored result of a calibration command (JSON), or an error naming the file, the line and
+/// column where it stops being `what`, and what it should be.
+fn read_stored<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> Result<T> {
+    let text = read_file(path)?;
+    serde_json::from_str(&text).map_err(|e| Error::Parse {
+        path: path.to_path_buf(),
+        pos: Pos { line: e.line(), col: e.column() },
+        message: format!("expected {what}: {e}"),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::merge_provenance;
