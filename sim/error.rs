@@ -62,6 +62,9 @@ pub enum Error {
     /// (`--fail-on-violation`); the results were written first.
     #[error("invariant violated: {0}")]
     Violated(String),
+    /// A report's records are missing runs or differ from what the code simulates now.
+    #[error("report records: {0}")]
+    Records(String),
 }
 
 impl Error {
@@ -74,9 +77,45 @@ impl Error {
 /// Result with memlink's error.
 pub type Result<T> = std::result::Result<T, Error>;
 
-/// Reads a file, naming it in the error.
+/// The most memlink reads of any one input file (512 MiB): a trace of a 10,000-agent run is
+/// well under it, and a file past it is refused by name instead of filling the memory.
+pub const MAX_INPUT_BYTES: u64 = 512 << 20;
+
+/// Reads a file, naming it in the error: [`read_file_limited`] with [`MAX_INPUT_BYTES`].
 pub fn read_file(path: &std::path::Path) -> Result<String> {
-    std::fs::read_to_string(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })
+    read_file_limited(path, MAX_INPUT_BYTES)
+}
+
+/// Reads a regular file of at most `limit` bytes as UTF-8. A device, FIFO, socket or folder is
+/// refused without reading (the file is opened non-blocking, so a FIFO cannot hang it), a file
+/// past `limit` is refused after `limit` bytes, and text that is not UTF-8 is refused at the
+/// line and column of its first bad byte; no error quotes the file's contents.
+pub fn read_file_limited(path: &std::path::Path, limit: u64) -> Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let io = |source| Error::Io { path: path.to_path_buf(), source };
+    let refuse = |message: String| Error::Parse { path: path.to_path_buf(), pos: Pos { line: 1, col: 1 }, message };
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() {
+        let kind = if meta.is_dir() { "a folder" } else { "a device, FIFO or socket" };
+        return Err(refuse(format!("expected a regular file, found {kind}")));
+    }
+    if meta.len() > limit {
+        return Err(refuse(format!("expected a file of at most {limit} bytes, found {} bytes", meta.len())));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(limit + 1).read_to_end(&mut bytes).map_err(io)?;
+    if bytes.len() as u64 > limit {
+        return Err(refuse(format!("expected a file of at most {limit} bytes")));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        let good = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        let line = good.iter().filter(|&&b| b == b'\n').count() + 1;
+        let start = good.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        let col = std::str::from_utf8(&good[start..]).map_or(1, |t| t.chars().count() + 1);
+        Error::Parse { path: path.to_path_buf(), pos: Pos { line, col }, message: "expected UTF-8 text".into() }
+    })
 }
 
 /// Parses RON text into `T`, turning ron's error into a positioned one. A non-finite number

@@ -164,7 +164,7 @@ fn rows_of(
     }
     let what = switch.map_or("bundled".to_string(), |s| s.name.clone());
     let bar = crate::sweep::exec::progress_bar(chosen.len() as u64, quiet, &what);
-    let records: Vec<GridRecord> = crate::grid::run_stored(spec, &chosen, dir, None, &bar)?.unwrap_or_default();
+    let records: Vec<GridRecord> = crate::grid::run_stored(spec, &chosen, dir, None, &bar, &what)?.unwrap_or_default();
     bar.finish_and_clear();
     if !quiet {
         eprintln!("fidelity: {what}: {} runs", chosen.len());
@@ -191,8 +191,7 @@ pub fn load(path: &Path) -> Result<FidelitySpec> {
 /// grid it names.
 pub fn load_str(text: &str, path: &Path) -> Result<FidelitySpec> {
     let spec: FidelitySpec = crate::error::parse_ron(path, text)?;
-    let grid = path.parent().unwrap_or(Path::new(".")).join(&spec.grid);
-    let (_, runs) = crate::grid::expand(&grid)?;
+    let (_, runs) = crate::files::load_referenced(path, Some(text), "grid", &spec.grid, crate::grid::expand)?;
     check(&spec, path, &runs)?;
     Ok(spec)
 }
@@ -227,8 +226,7 @@ pub fn check(spec: &FidelitySpec, path: &Path, runs: &[GridRun]) -> Result<()> {
 
 /// Runs the report of `spec` (loaded from `path`), storing runs under `dir`; returns markdown.
 pub fn run(spec: &FidelitySpec, path: &Path, dir: &Path, quiet: bool) -> Result<String> {
-    let grid_path = path.parent().unwrap_or(Path::new(".")).join(&spec.grid);
-    let (grid, runs) = crate::grid::expand(&grid_path)?;
+    let (grid, runs) = crate::files::load_referenced(path, None, "grid", &spec.grid, crate::grid::expand)?;
     check(spec, path, &runs)?;
     let base = rows_of(path, &grid, &runs, None, &dir.join("runs"), quiet)?;
     let mut out = String::new();

@@ -156,16 +156,18 @@ impl GridRecord {
 
 /// Runs a grid through the sweep engine: each run's result is stored in `<dir>/runs/` as it
 /// finishes, so a killed grid resumes and a rerun skips what is done; with `shard`, only that
-/// share of the runs. Returns the records in expansion order (None when sharded: merge first).
+/// share of the runs. `label` is the study's condition for report records (empty for a plain
+/// grid). Returns the records in expansion order (None when sharded: merge first).
 pub fn run_stored(
     spec: &GridSpec,
     runs: &[GridRun],
     dir: &Path,
     shard: Option<crate::sweep::exec::Shard>,
     bar: &indicatif::ProgressBar,
+    label: &str,
 ) -> Result<Option<Vec<GridRecord>>> {
     let jobs: Vec<crate::sweep::exec::Job> =
-        runs.iter().map(|r| crate::sweep::exec::Job::new(r.scenario.clone(), r.seed)).collect();
+        runs.iter().map(|r| crate::sweep::exec::Job::new(r.scenario.clone(), r.seed).labelled(label)).collect();
     crate::sweep::exec::execute(&jobs, dir, shard, bar)?;
     if shard.is_some_and(|s| s.count > 1) {
         return Ok(None);
@@ -204,7 +206,6 @@ pub fn expand_str(text: &str, path: &Path) -> Result<(GridSpec, Vec<GridRun>)> {
             return Err(invalid(field, format!("at least one entry (omit `{field}` to use each base scenario's)")));
         }
     }
-    let dir = path.parent().unwrap_or(Path::new("."));
     let mut settings: Vec<(Option<String>, GridSetting)> =
         spec.settings.iter().map(|s| (Some(s.name.clone()), s.clone())).collect();
     match (&spec.base, settings.is_empty()) {
@@ -242,12 +243,10 @@ pub fn expand_str(text: &str, path: &Path) -> Result<(GridSpec, Vec<GridRun>)> {
                 return Err(at(field, format!("at least one entry (omit `{field}` to use the grid's)")));
             }
         }
-        let base_path = dir.join(&entry.base);
-        let mut base = load(&base_path).map_err(|e| match e {
-            Error::Io { path: p, source } if p == base_path => {
-                at("base", format!("a base scenario: cannot read {} ({source})", p.display()))
-            }
-            e => e,
+        let base_path = crate::files::referenced(path, &entry.base).map_err(|e| at("base", e))?;
+        let mut base = load(&base_path).map_err(|e| match crate::files::unreadable(&e, &base_path) {
+            Some(expected) => at("base", format!("a base scenario: {expected}")),
+            None => e,
         })?;
         let setting = name.clone().unwrap_or_else(|| base.scenario.name.clone());
         if let Some(wanted) = &entry.arms {

@@ -23,6 +23,19 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
+    /// Report records (JSON lines, see `memlink::records`): every run a study asks for is
+    /// answered from this file where it holds it.
+    #[arg(long, global = true, value_name = "FILE")]
+    records: Option<PathBuf>,
+    /// With --records: `fill` simulates and keeps missing runs; `render` answers from the file
+    /// alone (a missing run is an error); `verify` renders, then re-simulates a stratified
+    /// sample (every stratum, at least one run in 20) and fails on any record that differs.
+    #[arg(long, global = true, value_name = "MODE", default_value = "fill", value_parser = ["fill", "render", "verify"])]
+    records_mode: String,
+    /// A folder that files named inside input files may lie under, besides the naming file's
+    /// folder and the working directory (the path policy, see `memlink::files`); repeatable.
+    #[arg(long, global = true, value_name = "DIR")]
+    allow_root: Vec<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -370,7 +383,30 @@ enum Cmd {
 fn main() -> ExitCode {
     memlink::allocator::keep_freed_pages();
     let cli = Cli::parse();
-    match dispatch(cli.cmd) {
+    for dir in &cli.allow_root {
+        if let Err(e) = memlink::files::allow_root(dir) {
+            eprintln!(
+                "error: <command line>: invalid `--allow-root`: expected an existing folder, got {} ({e})",
+                dir.display()
+            );
+            return ExitCode::from(2);
+        }
+    }
+    if let Some(path) = &cli.records {
+        let mode = memlink::records::Mode::parse(&cli.records_mode).expect("clap checked the value");
+        if let Err(e) = memlink::records::install(path, mode) {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    let done = dispatch(cli.cmd);
+    // The store is written (Fill) or checked (Render, Verify) even when the command failed,
+    // so runs simulated before the failure are kept.
+    let finished = memlink::records::finish();
+    if let (Ok(Some(f)), Some(path)) = (&finished, &cli.records) {
+        eprintln!("{}", f.line(path));
+    }
+    match done.and(finished.map(|_| ())) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
@@ -635,7 +671,7 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             eprintln!("{}: {} runs", spec.name, runs.len());
             let dir = out.unwrap_or_else(|| PathBuf::from("runs").join(&spec.name));
             let bar = memlink::sweep::exec::progress_bar(runs.len() as u64, quiet, &spec.name);
-            let Some(records) = memlink::grid::run_stored(&spec, &runs, &dir, shard, &bar)? else {
+            let Some(records) = memlink::grid::run_stored(&spec, &runs, &dir, shard, &bar, "")? else {
                 println!(
                     "shard {}: finished runs are in {}/runs; merge the shards' folders with `memlink merge`",
                     shard_label(shard),

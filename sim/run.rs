@@ -7,6 +7,7 @@ use crate::error::{Error, Result};
 use crate::estimate::{Estimate, MemoryBudget};
 use crate::metrics::ArmSummary;
 use crate::monitor::{MonitorReport, Monitors, Violation};
+use crate::records::ArmResult;
 use crate::scenario::LoadedScenario;
 use crate::world::{World, run_arm, run_arm_sharing};
 use rayon::prelude::*;
@@ -50,6 +51,25 @@ pub fn run_scenario_within(ls: &LoadedScenario, seed: u64, budget: &MemoryBudget
         .map(|arm| budget.run(bytes, || run_arm_sharing(scn, &ls.profile, arm, seed, false, workload.clone()).summary))
         .collect();
     result_of(ls, seed, arms)
+}
+
+/// Every arm of `ls` at `seed` as a kept result: from the installed report-record store
+/// ([`crate::records`]) where it holds the run, simulated otherwise (the arms simulated share one
+/// task stream, generated on the first of them). In arm order, whatever the thread count.
+pub fn arm_results(ls: &LoadedScenario, seed: u64, label: &str) -> Vec<ArmResult> {
+    let scn = &ls.scenario;
+    let workload = std::sync::OnceLock::new();
+    let bytes = Estimate::of(scn).bytes;
+    let budget = MemoryBudget::global();
+    scn.arms
+        .par_iter()
+        .map(|arm| {
+            crate::records::arm_result(scn, &ls.profile, arm, seed, label, || {
+                let w = workload.get_or_init(|| World::workload_of(scn, seed)).clone();
+                budget.run(bytes, || ArmResult::of(&run_arm_sharing(scn, &ls.profile, arm, seed, false, w).summary))
+            })
+        })
+        .collect()
 }
 
 /// The results of `ls` at `seed` from its arms' summaries (in scenario order).

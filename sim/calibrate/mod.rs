@@ -462,7 +462,7 @@ impl Calibration {
                 }
             }
         }
-        let results: Vec<crate::metrics::ArmSummary> = jobs
+        let results: Vec<crate::records::ArmResult> = jobs
             .par_iter()
             .map(|(scenario, guard, attack_free, topo, seed, set, backbone)| {
                 let ls = &self.scenarios[scenario];
@@ -476,7 +476,9 @@ impl Calibration {
                 }
                 let arm = self.arm_with(s.arms.iter().find(|a| &a.name == guard).expect("checked at load"), x);
                 let p = self.others.get(backbone).unwrap_or(&profile);
-                crate::world::run_arm(&s, p, &arm, *seed, false).summary
+                crate::records::arm_result_kept(&s, p, &arm, *seed, &self.spec.name, Some(&["mdsr", "rda"]), || {
+                    crate::records::ArmResult::of(&crate::world::run_arm(&s, p, &arm, *seed, false).summary)
+                })
             })
             .collect();
         which
@@ -504,7 +506,7 @@ impl Calibration {
                                     })
                                     .map(|(_, res)| {
                                         let m = &res.rounds[r.round - 1];
-                                        100.0 * if r.mdsr { m.mdsr_strict } else { m.table_rda }
+                                        100.0 * m[if r.mdsr { "mdsr" } else { "rda" }]
                                     })
                                     .collect();
                                 per_set.iter().sum::<f64>() / per_set.len() as f64

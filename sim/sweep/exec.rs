@@ -6,12 +6,10 @@
 //! unsharded run.
 
 use crate::error::{Error, Pos, Result};
-use crate::metrics::ArmSummary;
 use crate::run::write_atomic;
 use crate::scenario::LoadedScenario;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// One run to do.
@@ -23,6 +21,9 @@ pub struct Job {
     pub seed: u64,
     /// Content hash of the configuration (see [`content_hash`]).
     pub hash: String,
+    /// The study's condition, for the stratum of its report records (see
+    /// [`crate::records::stratum`]); empty when the study has none.
+    pub label: String,
 }
 
 impl Job {
@@ -37,122 +38,17 @@ impl Job {
         let mut h = blake3::Hasher::new();
         h.update(base.as_bytes());
         h.update(&seed.to_le_bytes());
-        Job { scenario, seed, hash: h.finalize().to_hex()[..32].to_string() }
+        Job { scenario, seed, hash: h.finalize().to_hex()[..32].to_string(), label: String::new() }
+    }
+
+    /// The job with its study's condition label.
+    pub fn labelled(mut self, label: &str) -> Self {
+        self.label = label.to_string();
+        self
     }
 }
 
-/// What is kept of one arm of a run: every per-round metric, the scalar metrics, the trace hash
-/// and the time-to-exposure deciles.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ArmResult {
-    /// Arm name.
-    pub arm: String,
-    /// Guard name.
-    pub guard: String,
-    /// Per round: metric name → value.
-    pub rounds: Vec<BTreeMap<String, f64>>,
-    /// Whole-run metrics.
-    pub scalars: BTreeMap<String, f64>,
-    /// Ticks from a benign agent's first exposure, at the 10th … 100th percentiles (empty when
-    /// no benign agent was exposed).
-    pub exposure_deciles: Vec<u64>,
-    /// Trace hash.
-    pub trace_hash: String,
-}
-
-impl ArmResult {
-    /// The result of one arm's summary.
-    pub fn of(a: &ArmSummary) -> Self {
-        let rounds = a
-            .rounds
-            .iter()
-            .map(|r| {
-                BTreeMap::from([
-                    ("mdsr".to_string(), r.mdsr_strict),
-                    ("mdsr_half".to_string(), r.mdsr_half),
-                    ("rda".to_string(), r.table_rda),
-                    ("retrieval_rda".to_string(), r.rda),
-                    ("asr".to_string(), r.asr_exposure),
-                    ("pmur_agent".to_string(), r.pmur_agent),
-                    ("target_hit".to_string(), r.target_hit),
-                    ("accuracy".to_string(), r.accuracy),
-                    ("mdsr_upper".to_string(), r.mdsr_upper),
-                    ("rda_lower".to_string(), r.rda_lower),
-                ])
-            })
-            .collect();
-        let scalars = BTreeMap::from([
-            ("sr".to_string(), a.sr),
-            ("pmur".to_string(), a.pmur),
-            ("cpr".to_string(), a.cpr),
-            ("pmwr".to_string(), a.pmwr),
-            ("ppr".to_string(), a.ppr),
-            ("write_quarantine_rate".to_string(), a.write_quarantine_rate),
-            ("write_rewrite_rate".to_string(), a.write_rewrite_rate),
-        ]);
-        let mut scalars = scalars;
-        let evasion = if a.poison_direct_written == 0 {
-            0.0
-        } else {
-            a.poison_direct_stored as f64 / a.poison_direct_written as f64
-        };
-        scalars.insert("evasion".into(), evasion);
-        let undetected = if a.poison_direct_written == 0 {
-            0.0
-        } else {
-            a.poison_direct_stored.saturating_sub(a.poison_direct_read_blocked) as f64 / a.poison_direct_written as f64
-        };
-        scalars.insert("undetected".into(), undetected);
-        if let Some(l) = &a.ledger {
-            for (k, v) in [
-                ("ledger_signed", l.signed),
-                ("ledger_write_checks", l.write_checks),
-                ("ledger_read_checks", l.read_checks),
-                ("ledger_distrusted", l.distrusted),
-                ("ledger_rejected", l.rejected),
-            ] {
-                scalars.insert(k.to_string(), v as f64);
-            }
-        }
-        if let Some(c) = &a.capability {
-            scalars.insert("cap_writes".into(), c.writes as f64);
-            scalars.insert("cap_laundered".into(), c.laundered as f64);
-            scalars.insert("cap_compromised_summaries".into(), c.compromised_summaries as f64);
-            if c.planted_task.is_some() {
-                scalars.insert("cap_promoted".into(), f64::from(u8::from(c.promoted)));
-            }
-            for (k, v) in [
-                ("cap_dormant_window", c.dormant_window.map(f64::from)),
-                ("cap_promoted_after", c.promoted_after.map(f64::from)),
-                ("cap_q_at_activation", c.q_at_activation),
-                ("cap_damage_after_activation", c.damage_after_activation),
-            ] {
-                if let Some(v) = v {
-                    scalars.insert(k.into(), v);
-                }
-            }
-        }
-        ArmResult {
-            arm: a.arm.clone(),
-            guard: a.guard.clone(),
-            rounds,
-            scalars,
-            exposure_deciles: a.time_to_first_exposure_agent.deciles.clone(),
-            trace_hash: a.trace_hash.clone(),
-        }
-    }
-
-    /// A metric by name: `mdsr@3` (round 3, 1-based) or a scalar (`pmur`).
-    pub fn metric(&self, name: &str) -> Option<f64> {
-        match name.split_once('@') {
-            Some((m, k)) => {
-                let k: usize = k.parse().ok()?;
-                self.rounds.get(k.checked_sub(1)?)?.get(m).copied()
-            }
-            None => self.scalars.get(name).copied(),
-        }
-    }
-}
+pub use crate::records::ArmResult;
 
 /// One finished run as stored.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -319,12 +215,11 @@ pub fn execute(jobs: &[Job], dir: &Path, shard: Option<Shard>, bar: &indicatif::
     let written: Vec<Result<()>> = pending
         .par_iter()
         .map(|j| {
-            let r = crate::run::run_scenario(&j.scenario, j.seed);
             let out = RunResult {
                 hash: j.hash.clone(),
                 seed: j.seed,
                 memlink: env!("CARGO_PKG_VERSION").into(),
-                arms: r.arms.iter().map(ArmResult::of).collect(),
+                arms: crate::run::arm_results(&j.scenario, j.seed, &j.label),
             };
             let text = serde_json::to_string(&out).expect("serializable") + "\n";
             let res = write_atomic(&result_path(dir, &j.hash), &text);
