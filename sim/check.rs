@@ -306,8 +306,7 @@ impl Check {
                 return Err(invalid(field, "a non-empty list".into()));
             }
         }
-        let dir = path.parent().unwrap_or(Path::new("."));
-        let base = load(&dir.join(&spec.base))?;
+        let base = crate::files::load_referenced(path, Some(text), "base", &spec.base, load)?;
         if let Some(arms) = &spec.arms {
             if let Some(a) = arms.iter().find(|a| !base.scenario.arms.iter().any(|b| &b.name == *a)) {
                 return Err(invalid("arms", format!("arm names of {}, got {a:?}", spec.base.display())));

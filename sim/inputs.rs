@@ -217,8 +217,7 @@ pub fn validate(path: &Path) -> Result<(FileKind, String)> {
         FileKind::Fidelity => {
             // Loading checks every switch against the settings it names.
             let spec = crate::fidelity::load_str(&text, path)?;
-            let grid = path.parent().unwrap_or(Path::new(".")).join(&spec.grid);
-            let (_, runs) = crate::grid::expand(&grid)?;
+            let (_, runs) = crate::files::load_referenced(path, Some(&text), "grid", &spec.grid, crate::grid::expand)?;
             format!(
                 "{}: grid {} ({} runs), {} fixes, {} undetermined details",
                 spec.name,

@@ -68,41 +68,97 @@ pub struct LedgerConfig {
     pub key: Option<LedgerKey>,
 }
 
-/// A 32-byte master key, written as 64 hex digits.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct LedgerKey(pub [u8; 32]);
+/// A master key: 32 bytes, written as 64 hex digits in a scenario or a key file. It never leaves
+/// memory: serialised (into a trace's embedded scenario, a stored run's hash, a report record's
+/// key) it is its [`LedgerKey::fingerprint`], and its `Debug` shows only that. A scenario read
+/// back from a trace holds the fingerprint alone, which cannot sign: replaying such a trace
+/// takes the key from the scenario file that holds it, checked against the fingerprint.
+#[derive(Clone, PartialEq, Eq)]
+pub enum LedgerKey {
+    /// The key itself.
+    Secret([u8; 32]),
+    /// Only the fingerprint of a key (as read from a serialised scenario).
+    Fingerprint(String),
+}
+
+/// The BLAKE3 key-derivation context of [`LedgerKey::fingerprint`].
+pub const FINGERPRINT_CONTEXT: &str = "memlink 2026 ledger key fingerprint";
 
 impl LedgerKey {
-    /// Parses 64 hex digits (surrounding whitespace and `#` comment lines ignored).
+    /// Parses 64 hex digits (surrounding whitespace and `#` comment lines ignored), character
+    /// by character. An error says where the text stops being a key, never what it holds: a
+    /// key is a secret, and the text may be another file's.
     pub fn parse(text: &str) -> Result<LedgerKey, String> {
-        let digits: String = text
+        let digits: Vec<char> = text
             .lines()
             .filter(|l| !l.trim_start().starts_with('#'))
             .flat_map(|l| l.chars())
             .filter(|c| !c.is_whitespace())
             .collect();
+        if let Some(at) = digits.iter().position(|c| !c.is_ascii_hexdigit()) {
+            return Err(format!("64 hex digits, got a character that is not one at digit {}", at + 1));
+        }
         if digits.len() != 64 {
-            return Err(format!("64 hex digits, got {} characters", digits.len()));
+            return Err(format!("64 hex digits, got {} digits", digits.len()));
         }
         let mut key = [0u8; 32];
-        for (i, k) in key.iter_mut().enumerate() {
-            *k = u8::from_str_radix(&digits[2 * i..2 * i + 2], 16)
-                .map_err(|_| format!("64 hex digits, got `{}` at digit {}", &digits[2 * i..2 * i + 2], 2 * i + 1))?;
+        for (k, pair) in key.iter_mut().zip(digits.chunks_exact(2)) {
+            let hi = pair[0].to_digit(16).expect("checked hex");
+            let lo = pair[1].to_digit(16).expect("checked hex");
+            *k = (hi * 16 + lo) as u8;
         }
-        Ok(LedgerKey(key))
+        Ok(LedgerKey::Secret(key))
+    }
+
+    /// `fingerprint:` and the first 16 bytes, in hex, of BLAKE3's key derivation under
+    /// [`FINGERPRINT_CONTEXT`]: it tells two keys apart and reveals nothing of either.
+    pub fn fingerprint(&self) -> String {
+        match self {
+            LedgerKey::Secret(k) => {
+                let d = blake3::derive_key(FINGERPRINT_CONTEXT, k);
+                let hex: String = d[..16].iter().map(|b| format!("{b:02x}")).collect();
+                format!("fingerprint:{hex}")
+            }
+            LedgerKey::Fingerprint(f) => f.clone(),
+        }
+    }
+
+    /// The key's bytes, when this is the key and not its fingerprint.
+    pub fn secret(&self) -> Option<&[u8; 32]> {
+        match self {
+            LedgerKey::Secret(k) => Some(k),
+            LedgerKey::Fingerprint(_) => None,
+        }
+    }
+
+    /// Whether two keys are the same key, comparing fingerprints (so a fingerprint read from a
+    /// trace matches the key it stands for).
+    pub fn same_as(&self, other: &LedgerKey) -> bool {
+        self.fingerprint() == other.fingerprint()
+    }
+}
+
+impl std::fmt::Debug for LedgerKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LedgerKey({})", self.fingerprint())
     }
 }
 
 impl Serialize for LedgerKey {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let hex: String = self.0.iter().map(|b| format!("{b:02x}")).collect();
-        s.serialize_str(&hex)
+        s.serialize_str(&self.fingerprint())
     }
 }
 
 impl<'de> Deserialize<'de> for LedgerKey {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let text = String::deserialize(d)?;
+        if let Some(hex) = text.strip_prefix("fingerprint:") {
+            if hex.len() == 32 && hex.chars().all(|c| c.is_ascii_hexdigit()) {
+                return Ok(LedgerKey::Fingerprint(text));
+            }
+            return Err(serde::de::Error::custom("a key fingerprint: `fingerprint:` and 32 hex digits"));
+        }
         LedgerKey::parse(&text).map_err(serde::de::Error::custom)
     }
 }
@@ -191,8 +247,10 @@ fn record(item: &MemoryItem, nonce: u64) -> Vec<u8> {
 impl Ledger {
     /// A run's ledger, its master key derived from `seed`.
     pub fn new(config: LedgerConfig, seed: u64) -> Ledger {
-        let master = match config.key {
-            Some(k) => k.0,
+        // A fingerprint cannot sign: loading refuses a scenario whose key is one
+        // (`Scenario::check`), so the seed's key stands in only where no key was given.
+        let master = match config.key.as_ref().and_then(LedgerKey::secret) {
+            Some(k) => *k,
             None => blake3::derive_key("memlink 2026 ledger master key", &seed.to_le_bytes()),
         };
         Ledger { config, master, next_nonce: 1, used: Default::default(), stats: LedgerStats::default() }

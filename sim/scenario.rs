@@ -652,6 +652,19 @@ impl Scenario {
             if self.arms[..i].iter().any(|a| a.name == arm.name) {
                 return bad("name", format!("distinct arm names (results are keyed by them), `{}` twice", arm.name));
             }
+            if let Some(k) = arm.ledger.as_ref().and_then(|l| l.key.as_ref())
+                && k.secret().is_none()
+            {
+                return bad(
+                    "key",
+                    format!(
+                        "a ledger key (64 hex digits) or a `key_file` (arm `{}`): a key's fingerprint, as a \
+                         trace or a stored run keeps it, cannot sign; replay with the scenario file that holds \
+                         the key (`--arm FILE`)",
+                        arm.name
+                    ),
+                );
+            }
         }
         if let Some((field, v)) = crate::error::oversized_float(self, MAX_FLOAT) {
             return bad(&field, format!("a magnitude of at most {MAX_FLOAT:e}, got {v:e}"));
@@ -677,6 +690,7 @@ pub fn load_str(text: &str, path: &Path) -> Result<LoadedScenario> {
         expected,
     };
     read_key_files(&mut scenario.arms, path).map_err(|e| invalid("key_file".into(), e))?;
+    check_backbone(path, &scenario.backbone).map_err(|e| invalid("backbone".into(), e))?;
     scenario.check().map_err(|(field, expected)| invalid(field, expected))?;
     check_size(&scenario).map_err(|e| invalid("agents".into(), e))?;
     with_profile(scenario, path).map_err(|e| match e {
@@ -688,17 +702,51 @@ pub fn load_str(text: &str, path: &Path) -> Result<LoadedScenario> {
     })
 }
 
+/// Checks a backbone as a file names it: a profile name (found as `models/<name>.ron`, so no
+/// path separator and no leading `.`), or a path ending in `.ron` under the path policy
+/// ([`crate::files`]).
+pub fn check_backbone(path: &Path, backbone: &str) -> std::result::Result<(), String> {
+    if backbone.ends_with(".ron") {
+        return crate::files::referenced(path, Path::new(backbone)).map(|_| ());
+    }
+    if backbone.is_empty() || backbone.starts_with('.') || backbone.contains(['/', '\\']) {
+        return Err(format!(
+            "a profile name (a file models/<name>.ron; available: {}) or a path ending in .ron",
+            available_profiles(path).join(", ")
+        ));
+    }
+    Ok(())
+}
+
+/// The profile names `models/` folders from `path`'s folder upwards hold, sorted.
+pub fn available_profiles(path: &Path) -> Vec<String> {
+    let mut names = std::collections::BTreeSet::new();
+    let mut dir = std::path::absolute(path).ok().and_then(|p| p.parent().map(Path::to_path_buf));
+    while let Some(d) = dir {
+        if let Ok(entries) = std::fs::read_dir(d.join("models")) {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if let Some(stem) = name.strip_suffix(".ron") {
+                    names.insert(stem.to_string());
+                }
+            }
+        }
+        dir = d.parent().map(Path::to_path_buf);
+    }
+    names.into_iter().collect()
+}
+
 /// Reads each arm's ledger `key_file` (relative to `path`, the file naming it) into its `key`;
 /// the error says which file and what was wrong.
 pub fn read_key_files(arms: &mut [Arm], path: &Path) -> std::result::Result<(), String> {
-    let dir = path.parent().unwrap_or(Path::new("."));
     for arm in arms {
         let Some(l) = arm.ledger.as_mut() else { continue };
         let Some(file) = &l.key_file else { continue };
-        let p = dir.join(file);
-        let text = std::fs::read_to_string(&p).map_err(|e| format!("a readable key file: {} ({e})", p.display()))?;
+        let p = crate::files::referenced(path, file)?;
+        // A key file is a few lines; a larger one is not a key, and is not read.
+        let text = crate::error::read_file_limited(&p, 4096).map_err(|e| format!("a readable key file ({e})"))?;
         let key = crate::ledger::LedgerKey::parse(&text).map_err(|e| format!("{e} in key file {}", p.display()))?;
-        if l.key.is_some_and(|k| k != key) {
+        if l.key.as_ref().is_some_and(|k| !k.same_as(&key)) {
             return Err(format!("either `key` or `key_file`, not two different keys (arm `{}`)", arm.name));
         }
         l.key = Some(key);

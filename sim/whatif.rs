@@ -243,11 +243,10 @@ impl WhatIf {
         {
             return Err(invalid("tradeoff", format!("arm names of this what-if, got `{a}`")));
         }
-        let dir = path.parent().unwrap_or(Path::new("."));
         let mut jobs = Vec::new();
         for s in &spec.settings {
-            let base_path = dir.join(&s.base);
-            let base = crate::scenario::load(&base_path)?;
+            let base = crate::files::load_referenced(path, Some(text), "base", &s.base, crate::scenario::load)?;
+            let base_path = base.path.clone();
             for c in &spec.conditions {
                 for t in &spec.topologies {
                     let mut scn = base.scenario.clone();

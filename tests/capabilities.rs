@@ -204,16 +204,17 @@ fn a_ledger_key_file_is_read_and_a_bad_one_is_a_positioned_error() {
     std::fs::write(dir.join("bad.key"), "zz".repeat(32)).unwrap();
     let at = dir.join("s.ron");
     let ls = memlink::scenario::load_str(&scn("good.key"), &at).expect("a good key file loads");
-    let key = ls.scenario.arms[1].ledger.as_ref().unwrap().key.expect("read");
-    assert_eq!(key.0[..4], [0x00, 0x11, 0x22, 0x33]);
+    let key = ls.scenario.arms[1].ledger.as_ref().unwrap().key.clone().expect("read");
+    assert_eq!(key.secret().expect("the key itself")[..4], [0x00, 0x11, 0x22, 0x33]);
     let r = memlink::run::run_scenario(&ls, 1);
     assert!(r.arms[1].ledger.as_ref().unwrap().signed > 0);
     for (file, needle) in [
-        ("short.key", "64 hex digits, got 4"),
-        ("bad.key", "64 hex digits, got `zz`"),
+        ("short.key", "64 hex digits, got 4 digits"),
+        ("bad.key", "64 hex digits, got a character that is not one at digit 1"),
         ("none.key", "a readable key file"),
     ] {
         let e = memlink::scenario::load_str(&scn(file), &at).expect_err(file).to_string();
+        assert!(!e.contains("zz"), "a key file's contents are never quoted: {e}");
         assert!(e.starts_with(&format!("{}:1:", at.display())) || e.contains("s.ron:"), "{e}");
         assert!(e.contains("key_file") && e.contains(needle), "{file}: {e}");
     }

@@ -20,7 +20,6 @@ impl Calibration {
             field: field.to_string(),
             expected,
         };
-        let dir = path.parent().unwrap_or(Path::new("."));
         let profile_path = resolve_profile(path, &spec.profile);
         let profile = crate::agent::load_profile(&profile_path)?;
         let mut others = BTreeMap::new();
@@ -103,7 +102,14 @@ impl Calibration {
         if spec.seeds.is_empty() {
             return Err(invalid("seeds", "at least one seed".into()));
         }
-        let targets = read_targets(&dir.join(&spec.targets))?;
+        let targets = crate::files::load_referenced(path, Some(&text), "targets", &spec.targets, read_targets)?;
+        // The stored results are read later, through the same join: refuse a path outside the
+        // policy here, at its field.
+        for (field, rel) in [("loso", &spec.loso), ("identify", &spec.identify)] {
+            if let Some(rel) = rel {
+                crate::files::referenced(path, rel).map_err(|e| invalid(field, e))?;
+            }
+        }
         let published = effects::effects(&targets);
         // A baseline cell of a pair `memlink effects` marks as inconsistent.
         let contradicted = |t: &Target| {
@@ -212,7 +218,7 @@ impl Calibration {
         let mut scenarios = BTreeMap::new();
         for (key, name, rel) in sources {
             let name = &name;
-            let mut ls = load(&dir.join(rel))?;
+            let mut ls = crate::files::load_referenced(path, Some(&text), "settings", rel, load)?;
             if let Some(n) = spec.tasks {
                 ls.scenario.workload.set_tasks(n);
             }

@@ -222,7 +222,18 @@ fn csv_points(path: &Path, factors: &[Factor]) -> Result<Vec<Vec<f64>>> {
             header
                 .iter()
                 .position(|h| *h == f.label() || *h == f.path)
-                .ok_or_else(|| bad(1, format!("a column for factor `{}` (header: {})", f.label(), header.join(", "))))
+                // The header is the design file's content: counted, never quoted (the file may
+                // be one the sweep names, not one the user did).
+                .ok_or_else(|| {
+                    bad(
+                        1,
+                        format!(
+                            "a column for factor `{}` (the header's {} columns name none)",
+                            f.label(),
+                            header.len()
+                        ),
+                    )
+                })
         })
         .collect::<Result<_>>()?;
     let mut rows = Vec::new();
@@ -322,10 +333,12 @@ impl Sweep {
             ));
         }
         let design_points: Vec<Vec<Coord>> = match &spec.design {
-            Design::Csv(file) => csv_points(&dir.join(file), &spec.factors)?
-                .into_iter()
-                .map(|r| r.into_iter().map(Coord::Value).collect())
-                .collect(),
+            Design::Csv(file) => crate::files::load_referenced(path, Some(text), "design", Path::new(file), |p| {
+                csv_points(p, &spec.factors)
+            })?
+            .into_iter()
+            .map(|r| r.into_iter().map(Coord::Value).collect())
+            .collect(),
             other => other.points(d, spec.design_seed).points,
         };
         let labels: Vec<String> = match &spec.design {
@@ -350,12 +363,10 @@ impl Sweep {
         let mut names = Vec::new();
         let mut flips = Vec::new();
         for (si, s) in settings.iter().enumerate() {
-            let base_path = dir.join(&s.base);
-            let mut base = load(&base_path).map_err(|e| match e {
-                Error::Io { path: p, source } if p == base_path => {
-                    invalid("base", format!("a base scenario: cannot read {} ({source})", p.display()))
-                }
-                e => e,
+            let base_path = crate::files::referenced(path, &s.base).map_err(|e| invalid("base", e))?;
+            let mut base = load(&base_path).map_err(|e| match crate::files::unreadable(&e, &base_path) {
+                Some(expected) => invalid("base", format!("a base scenario: {expected}")),
+                None => e,
             })?;
             let name = if s.name.is_empty() { base.scenario.name.clone() } else { s.name.clone() };
             names.push(name.clone());

@@ -273,7 +273,15 @@ pub fn recorded_scenario(trace: &Trace) -> Result<Option<LoadedScenario>> {
         .map_err(|e| invalid(&trace.path, "scenario", format!("a memlink scenario: {e}")))?;
     let profile: Profile = serde_json::from_value(p.clone())
         .map_err(|e| invalid(&trace.path, "profile", format!("a backbone profile: {e}")))?;
-    scenario.check().map_err(|(f, e)| invalid(&trace.path, &format!("scenario.{f}"), e))?;
+    // A trace keeps a ledger key's fingerprint, not the key: checked as if no key were given
+    // here, and refused where an arm would sign with it (`replay`).
+    let mut keyless = scenario.clone();
+    for l in keyless.arms.iter_mut().filter_map(|a| a.ledger.as_mut()) {
+        if l.key.as_ref().is_some_and(|k| k.secret().is_none()) {
+            l.key = None;
+        }
+    }
+    keyless.check().map_err(|(f, e)| invalid(&trace.path, &format!("scenario.{f}"), e))?;
     crate::scenario::check_size(&scenario).map_err(|e| invalid(&trace.path, "scenario.agents", e))?;
     Ok(Some(LoadedScenario { scenario, profile, path: trace.path.clone() }))
 }
@@ -313,6 +321,26 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<ReplayOutcome> {
                     ),
                 ));
             }
+            // The file's key must be the one the trace's fingerprint stands for.
+            if let Some(rec) = &recorded {
+                for arm in &file.scenario.arms {
+                    let theirs = rec.scenario.arms.iter().find(|a| a.name == arm.name).and_then(|a| a.ledger.as_ref());
+                    let (Some(t), Some(mine)) = (theirs.and_then(|l| l.key.as_ref()), arm.ledger.as_ref()) else {
+                        continue;
+                    };
+                    if !mine.key.as_ref().is_some_and(|k| k.same_as(t)) {
+                        return Err(invalid(
+                            path,
+                            "key",
+                            format!(
+                                "the ledger key the trace was recorded with (arm `{}`, {}); this file's key does not match",
+                                arm.name,
+                                t.fingerprint()
+                            ),
+                        ));
+                    }
+                }
+            }
             let arms = file.scenario.arms.clone();
             (recorded.unwrap_or(file), arms)
         }
@@ -339,6 +367,20 @@ pub fn replay(trace: &Trace, opts: &ReplayOptions) -> Result<ReplayOutcome> {
                 ArmChoice::Inline(text) => crate::error::parse_ron::<Arm>(Path::new("--arm"), text)?,
                 ArmChoice::File(_) => unreachable!(),
             };
+            if let Some(k) = arm.ledger.as_ref().and_then(|l| l.key.as_ref())
+                && k.secret().is_none()
+            {
+                return Err(invalid(
+                    &trace.path,
+                    "key",
+                    format!(
+                        "a ledger key to sign with: the trace keeps only its fingerprint ({}, arm `{}`); replay \
+                         with --arm <the scenario file that holds the key>",
+                        k.fingerprint(),
+                        arm.name
+                    ),
+                ));
+            }
             (ls, vec![arm])
         }
     };

@@ -1,0 +1,145 @@
+//! Files that one input file names (a grid's `base`, a sweep's CSV design, a ledger's
+//! `key_file`, a calibration's targets and stored results): where they may lie.
+//!
+//! **The path policy.** A file named inside another file must resolve, symbolic links followed,
+//! to a path under one of the allowed roots:
+//!
+//! - the folder of the file that names it;
+//! - the working directory (memlink is run from the project folder, as the README's commands
+//!   are, so every bundled file reaches every other), unless that is the file system's root;
+//! - any folder given with `--allow-root DIR` (or [`allow_root`]).
+//!
+//! So a scenario, grid or sweep handed to memlink cannot make it read `/etc/shadow`, a home
+//! folder's keys, or anything outside the project through `../` or a link, while the bundled
+//! files and a scenario's own neighbours work. The files named on the command line are the
+//! user's own choice and are not restricted. Independently of where a file lies, a referenced
+//! file is read with [`crate::error::read_file_limited`] (regular files only, a size limit), and
+//! no error quotes a referenced file's contents: a message names the referring file's field and
+//! position, the referenced path, and what was expected.
+
+use crate::error::{Error, Pos, Result, locate_field};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+static EXTRA_ROOTS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Adds `dir` to the allowed roots of this process (the command line's `--allow-root`).
+pub fn allow_root(dir: &Path) -> std::io::Result<()> {
+    let canon = dir.canonicalize()?;
+    EXTRA_ROOTS.lock().expect("roots").push(canon);
+    Ok(())
+}
+
+/// The allowed roots for files named by `referring`, canonical.
+fn roots(referring: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let dir = referring.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if let Ok(d) = dir.canonicalize() {
+        out.push(d);
+    }
+    if let Ok(cwd) = std::env::current_dir().and_then(|c| c.canonicalize())
+        && cwd.parent().is_some()
+    {
+        out.push(cwd);
+    }
+    out.extend(EXTRA_ROOTS.lock().expect("roots").iter().cloned());
+    out
+}
+
+/// `named` (as written in `referring`) resolved against `referring`'s folder, if it satisfies
+/// the path policy; otherwise what was expected, for the caller's positioned error. A path that
+/// does not exist is returned as resolved, so the reader's error names it.
+pub fn referenced(referring: &Path, named: &Path) -> std::result::Result<PathBuf, String> {
+    let dir = referring.parent().unwrap_or(Path::new("."));
+    let joined = dir.join(named);
+    let Ok(canon) = joined.canonicalize() else {
+        return Ok(joined);
+    };
+    let roots = roots(referring);
+    if roots.iter().any(|r| canon.starts_with(r)) {
+        return Ok(joined);
+    }
+    Err(format!(
+        "a file under the folder of {} or the working directory (or a folder given with \
+         --allow-root); `{}` resolves to {}, outside them",
+        referring.display(),
+        named.display(),
+        canon.display()
+    ))
+}
+
+/// Loads the file `named` by `field` of `referring` (whose text, when at hand, places the
+/// field) with `load`. A path outside the policy is refused at the field's position; so is a
+/// referenced file that cannot be read (missing, a folder, a device, too large), naming the
+/// path the field resolved to. Errors inside a file that was read are `load`'s own.
+pub fn load_referenced<T>(
+    referring: &Path,
+    text: Option<&str>,
+    field: &str,
+    named: &Path,
+    load: impl FnOnce(&Path) -> Result<T>,
+) -> Result<T> {
+    let at = |expected: String| Error::Invalid {
+        path: referring.to_path_buf(),
+        pos: text.map_or(Pos { line: 1, col: 1 }, |t| locate_field(t, field)),
+        field: field.to_string(),
+        expected,
+    };
+    let path = referenced(referring, named).map_err(at)?;
+    load(&path).map_err(|e| match unreadable(&e, &path) {
+        Some(expected) => at(expected),
+        None => e,
+    })
+}
+
+/// What was expected of `path`, when `e` says it could not be read at all (missing, a folder,
+/// a device or FIFO, past the size limit): for an error at the field that named it.
+pub fn unreadable(e: &Error, path: &Path) -> Option<String> {
+    match e {
+        Error::Io { path: p, source } if p == path => Some(format!("a readable file: {} ({source})", p.display())),
+        Error::Parse { path: p, message, .. } if p == path && message.starts_with("expected a regular file") => {
+            Some(format!(
+                "a regular file: {} is not one ({})",
+                p.display(),
+                &message["expected a regular file, found ".len().min(message.len())..]
+            ))
+        }
+        Error::Parse { path: p, message, .. } if p == path && message.starts_with("expected a file of at most") => {
+            Some(format!("a file of at most {} bytes: {} is larger", crate::error::MAX_INPUT_BYTES, p.display()))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_beside_the_referring_one_is_allowed_and_one_outside_every_root_is_not() {
+        let d = std::env::temp_dir().join(format!("memlink-files-{}", std::process::id()));
+        std::fs::create_dir_all(d.join("sub")).unwrap();
+        std::fs::write(d.join("sub/a.ron"), "()").unwrap();
+        std::fs::write(d.join("b.ron"), "()").unwrap();
+        let referring = d.join("sub/grid.ron");
+        assert_eq!(referenced(&referring, Path::new("a.ron")).unwrap(), d.join("sub/a.ron"));
+        // /etc lies under no root (the tests run in the repository, not at /).
+        let e = referenced(&referring, Path::new("/etc/hostname")).unwrap_err();
+        assert!(e.contains("outside them"), "{e}");
+        let e = referenced(&referring, Path::new("../../../../../../../../etc/hostname")).unwrap_err();
+        assert!(e.contains("outside them"), "{e}");
+        // A link inside the folder that points out of it is followed, and refused.
+        let link = d.join("sub/link.ron");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink("/etc/hostname", &link).unwrap();
+        assert!(referenced(&referring, Path::new("link.ron")).is_err());
+        // A file one folder up is outside sub/ and outside the working directory: refused
+        // until its folder is allowed.
+        assert!(referenced(&referring, Path::new("../b.ron")).is_err());
+        allow_root(&d).unwrap();
+        assert_eq!(referenced(&referring, Path::new("../b.ron")).unwrap(), d.join("sub/../b.ron"));
+        // A missing file is the reader's error, named as resolved.
+        assert_eq!(referenced(&referring, Path::new("nope.ron")).unwrap(), d.join("sub/nope.ron"));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
