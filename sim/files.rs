@@ -111,6 +111,59 @@ pub fn unreadable(e: &Error, path: &Path) -> Option<String> {
     }
 }
 
+/// Writes `bytes` to `path` atomically through a uniquely named temporary file in the same
+/// folder (`tempfile`), renamed over `path`; on error the temporary file is removed.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let write = |source| Error::Write { path: path.to_path_buf(), source };
+    use std::os::unix::fs::PermissionsExt;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".memlink-")
+        .suffix(".tmp")
+        .permissions(std::fs::Permissions::from_mode(0o644))
+        .tempfile_in(dir)
+        .map_err(write)?;
+    tmp.write_all(bytes).map_err(write)?;
+    tmp.as_file().sync_data().map_err(write)?;
+    tmp.persist(path).map_err(|e| write(e.error))?;
+    Ok(())
+}
+
+/// An output folder held by this process: other memlink processes that write to the same
+/// folder wait until it is released (dropped).
+#[derive(Debug)]
+pub struct FolderLock {
+    _file: std::fs::File,
+}
+
+/// The name of the lock file [`lock_folder`] holds in an output folder.
+pub const LOCK_FILE: &str = ".memlink.lock";
+
+/// Takes the advisory lock of output folder `dir` (created if missing; `LOCK_FILE` in it). When
+/// another memlink holds it, says so on stderr and waits, so that two commands writing to one
+/// folder never interleave their files or compute the same runs twice (the second finds the
+/// first's results stored).
+pub fn lock_folder(dir: &Path) -> Result<FolderLock> {
+    std::fs::create_dir_all(dir).map_err(|source| Error::Write { path: dir.to_path_buf(), source })?;
+    let p = dir.join(LOCK_FILE);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&p)
+        .map_err(|source| Error::Write { path: p.clone(), source })?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            eprintln!("waiting: another memlink is writing to {} (it holds {})", dir.display(), p.display());
+            file.lock().map_err(|source| Error::Write { path: p.clone(), source })?;
+        }
+        Err(std::fs::TryLockError::Error(source)) => return Err(Error::Write { path: p, source }),
+    }
+    Ok(FolderLock { _file: file })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -106,12 +106,13 @@ fn top_level_fields(text: &str) -> Vec<String> {
 pub fn detect(path: &Path, text: &str) -> FileKind {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     if name.ends_with(".jsonl") {
+        // By what the first line parses to, not by its bytes: a trace written with other
+        // spacing is still a trace.
         let first = text.lines().next().unwrap_or("");
-        return if first.contains(&format!("\"format\":\"{}\"", crate::trace::FORMAT)) {
-            FileKind::Trace
-        } else {
-            FileKind::Results
-        };
+        let format = serde_json::from_str::<serde_json::Value>(first)
+            .ok()
+            .and_then(|v| v.get("format").and_then(|f| f.as_str()).map(String::from));
+        return if format.as_deref() == Some(crate::trace::FORMAT) { FileKind::Trace } else { FileKind::Results };
     }
     if name.ends_with(".json") {
         return if text.trim_start().starts_with('[') || name.ends_with(".state.json") {

@@ -442,6 +442,8 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             let ls = load(&scenario)?;
             let seed = seed.unwrap_or(ls.scenario.seed);
             let dir = out.unwrap_or_else(|| PathBuf::from("runs").join(&ls.scenario.name).join(format!("seed-{seed}")));
+            // One writer per output folder: a second memlink waits instead of interleaving.
+            let _lock = memlink::files::lock_folder(&dir)?;
             if let Some(file) = record {
                 if !ls.scenario.invariants.is_empty() || !invariants.is_empty() {
                     return Err(invalid(
@@ -517,6 +519,8 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             let outcome = memlink::trace::replay::replay(&t, &ReplayOptions { arm, mode, fallback })?;
             let stem = trace.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
             let dir = out.unwrap_or_else(|| PathBuf::from("runs").join("replay").join(stem));
+            // One writer per output folder: a second memlink waits instead of interleaving.
+            let _lock = memlink::files::lock_folder(&dir)?;
             outcome.result.write(&dir)?;
             memlink::run::write_atomic(&dir.join("replay.json"), &outcome.to_json())?;
             if json {
@@ -531,6 +535,8 @@ fn dispatch(cmd: Cmd) -> Result<()> {
         Cmd::Whatif { file, out, report, quiet } => {
             let w = memlink::whatif::WhatIf::load(&file)?;
             let dir = out.unwrap_or_else(|| PathBuf::from("runs").join("whatif").join(&w.spec.name));
+            // One writer per output folder: a second memlink waits instead of interleaving.
+            let _lock = memlink::files::lock_folder(&dir)?;
             let results = w.run(&dir, quiet)?;
             let analysis = w.analyse(&results);
             let md = w.report(&analysis, &report.unwrap_or_else(|| PathBuf::from("reports/what-if")))?;
@@ -562,6 +568,8 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             };
             let check = memlink::check::Check::load_any(&file)?;
             let dir = out.unwrap_or_else(|| PathBuf::from("runs").join("check").join(&check.spec.name));
+            // One writer per output folder: a second memlink waits instead of interleaving.
+            let _lock = memlink::files::lock_folder(&dir)?;
             let outcomes = check.run(&dir, cases, &invariants, resume, quiet)?;
             print!("{}", check.report(&outcomes));
             println!("\nwrote {}/check.md and check.json", dir.display());
@@ -670,6 +678,8 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             let shard = shard_of(shard)?;
             eprintln!("{}: {} runs", spec.name, runs.len());
             let dir = out.unwrap_or_else(|| PathBuf::from("runs").join(&spec.name));
+            // One writer per output folder: a second memlink waits instead of interleaving.
+            let _lock = memlink::files::lock_folder(&dir)?;
             let bar = memlink::sweep::exec::progress_bar(runs.len() as u64, quiet, &spec.name);
             let Some(records) = memlink::grid::run_stored(&spec, &runs, &dir, shard, &bar, "")? else {
                 println!(
@@ -708,6 +718,8 @@ fn dispatch(cmd: Cmd) -> Result<()> {
         Cmd::Fidelity { file, out, report, quiet } => {
             let spec = memlink::fidelity::load(&file)?;
             let dir = out.unwrap_or_else(|| PathBuf::from("runs/fidelity"));
+            // One writer per output folder: a second memlink waits instead of interleaving.
+            let _lock = memlink::files::lock_folder(&dir)?;
             let text = memlink::fidelity::run(&spec, &file, &dir, quiet)?;
             match report {
                 Some(p) => {
@@ -722,6 +734,8 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             let sw = memlink::sweep::Sweep::load(&sweep)?;
             let plan = &sw.plan;
             let dir = out.unwrap_or_else(|| PathBuf::from("runs/sweeps").join(&plan.spec.name));
+            // One writer per output folder: a second memlink waits instead of interleaving.
+            let _lock = memlink::files::lock_folder(&dir)?;
             let shard = shard_of(shard)?;
             memlink::sweep::write_plan(plan, &dir)?;
             let distinct: std::collections::BTreeSet<&str> = sw.jobs.iter().map(|j| j.hash.as_str()).collect();
@@ -784,6 +798,8 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             let cal = memlink::calibrate::Calibration::load(&calibration)?;
             let name = cal.spec().name.clone();
             let dir = out.unwrap_or_else(|| PathBuf::from("runs").join(format!("calibrate-{name}")));
+            // One writer per output folder: a second memlink waits instead of interleaving.
+            let _lock = memlink::files::lock_folder(&dir)?;
             if leave_one_out || slices.is_some() || identify.is_some() {
                 let v = Validation { resume, leave_one_out, refold, slices, identify, refine };
                 return calibrate_validation(&cal, &dir, v, report_out.as_deref());

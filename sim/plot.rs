@@ -60,7 +60,13 @@ fn canvas(path: &Path, (w, h): (u32, u32), f: &SvgBody<'_>, g: &PngBody<'_>) -> 
     // Draw into a temporary file, then rename: a figure is never half-written.
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("svg");
     let stem = path.file_stem().and_then(|e| e.to_str()).unwrap_or("figure");
-    let tmp = path.with_file_name(format!(".{stem}.tmp.{ext}"));
+    // A unique name (two writers never share one), removed if drawing fails.
+    let tmp_file = tempfile::Builder::new()
+        .prefix(&format!(".{stem}."))
+        .suffix(&format!(".tmp.{ext}"))
+        .tempfile_in(path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new(".")))
+        .map_err(|source| Error::Write { path: path.to_path_buf(), source })?;
+    let tmp = tmp_file.path().to_path_buf();
     match Format::of(path) {
         Format::Svg => {
             let root = SVGBackend::new(&tmp, (w, h)).into_drawing_area();
@@ -75,7 +81,8 @@ fn canvas(path: &Path, (w, h): (u32, u32), f: &SvgBody<'_>, g: &PngBody<'_>) -> 
             root.present().map_err(|e| draw_err(path, e))?;
         }
     }
-    std::fs::rename(&tmp, path).map_err(|source| Error::Write { path: path.to_path_buf(), source })
+    tmp_file.persist(path).map_err(|e| Error::Write { path: path.to_path_buf(), source: e.error })?;
+    Ok(())
 }
 
 /// One bar of a tornado: a label and the effects at the low and high ends.

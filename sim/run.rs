@@ -295,11 +295,11 @@ fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
 }
 
-/// Writes `text` to `path` via a temporary file and a rename.
+/// Writes `text` to `path` atomically: into a temporary file of a unique name in the same
+/// folder (so two writers never share one), then renamed over `path`. On any error (a full
+/// disk) the temporary file is removed and `path` keeps what it held.
 pub fn write_atomic(path: &Path, text: &str) -> Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).map_err(|source| Error::Write { path: tmp.clone(), source })?;
-    std::fs::rename(&tmp, path).map_err(|source| Error::Write { path: path.to_path_buf(), source })
+    crate::files::write_atomic(path, text.as_bytes())
 }
 
 /// What `check-determinism` found.

@@ -214,6 +214,19 @@ impl WhatIf {
                 return Err(invalid("conditions", format!("distinct condition names, `{}` twice", c.name)));
             }
         }
+        if let Some(m) = spec.metrics.iter().enumerate().find(|(i, m)| spec.metrics[..*i].contains(m)).map(|x| x.1) {
+            return Err(invalid("metrics", format!("distinct metrics, `{m}` twice")));
+        }
+        for c in &spec.conditions {
+            if let Some(x) =
+                c.capabilities.iter().enumerate().find(|(i, x)| c.capabilities[..*i].contains(x)).map(|x| x.1)
+            {
+                return Err(invalid(
+                    "capabilities",
+                    format!("distinct capabilities (condition `{}`), {x:?} twice", c.name),
+                ));
+            }
+        }
         for m in &spec.metrics {
             let (name, round) = m.split_once('@').map_or((m.as_str(), None), |(a, b)| (a, Some(b)));
             let known = ["rda", "mdsr", "asr", "pmur_agent", "accuracy", "target_hit", "retrieval_rda"];

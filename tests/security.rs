@@ -176,3 +176,147 @@ fn no_output_of_a_ledger_run_holds_its_key() {
     assert_eq!(r.status.code(), Some(2), "{}", stderr(&r));
     assert!(stderr(&r).contains("does not match"), "{}", stderr(&r));
 }
+
+/// The small test grid, copied into `d`.
+fn small_grid(d: &Path) -> PathBuf {
+    for f in ["base.ron", "small.ron"] {
+        std::fs::copy(common::path(&format!("tests/fixtures/grid/{f}")), d.join(f)).unwrap();
+    }
+    d.join("small.ron")
+}
+
+#[test]
+fn an_edited_or_swapped_stored_run_is_refused_with_how_to_rerun_it() {
+    let d = scratch("stored");
+    let grid = small_grid(&d);
+    let out = d.join("out");
+    let o = memlink_in(&d, &["grid", grid.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut runs: Vec<PathBuf> = std::fs::read_dir(out.join("runs")).unwrap().map(|e| e.unwrap().path()).collect();
+    runs.sort();
+    let (a, b) = (runs[0].clone(), runs[1].clone());
+    let text_a = std::fs::read_to_string(&a).unwrap();
+    let text_b = std::fs::read_to_string(&b).unwrap();
+    // A number changed by hand.
+    let at = text_a.find("\"mdsr\":").unwrap() + 7;
+    let edited = format!("{}9{}", &text_a[..at], &text_a[at + 1..]);
+    assert_ne!(edited, text_a);
+    std::fs::write(&a, &edited).unwrap();
+    let o = memlink_in(&d, &["grid", grid.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    let name = a.file_name().unwrap().to_str().unwrap();
+    assert!(e.contains(name) && e.contains("digest") && e.contains("delete the file"), "{e}");
+    // Another run's file under this run's name, its hash edited to match.
+    let hash_a = name.trim_end_matches(".json");
+    let hash_b = b.file_name().unwrap().to_str().unwrap().trim_end_matches(".json");
+    std::fs::write(&a, text_b.replace(hash_b, hash_a)).unwrap();
+    let o = memlink_in(&d, &["grid", grid.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("digest"), "{}", stderr(&o));
+    // Deleted, it is recomputed to the same bytes.
+    std::fs::remove_file(&a).unwrap();
+    let o = memlink_in(&d, &["grid", grid.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&a).unwrap(), text_a);
+}
+
+#[test]
+fn concurrent_writers_to_one_folder_neither_fail_nor_leave_temporary_files() {
+    let d = scratch("concurrent");
+    std::fs::copy(common::path("scenarios/quickstart.ron"), d.join("q.ron")).unwrap();
+    let out = d.join("out");
+    for _ in 0..4 {
+        let spawn = || {
+            Command::new(env!("CARGO_BIN_EXE_memlink"))
+                .args(["run", "q.ron", "--out", out.to_str().unwrap()])
+                .current_dir(&d)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (x, y) = (spawn(), spawn());
+        for c in [x, y] {
+            let o = c.wait_with_output().unwrap();
+            assert!(o.status.success(), "{}", stderr(&o));
+        }
+    }
+    let names: Vec<String> =
+        std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(names.iter().all(|n| !n.contains("tmp")), "{names:?}");
+    assert!(names.contains(&"summary.json".to_string()), "{names:?}");
+    // Two grids on one folder: the second waits and then finds every run stored.
+    let grid = small_grid(&d);
+    let gout = d.join("gout");
+    let spawn = || {
+        Command::new(env!("CARGO_BIN_EXE_memlink"))
+            .args(["grid", grid.to_str().unwrap(), "--out", gout.to_str().unwrap()])
+            .current_dir(&d)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (x, y) = (spawn(), spawn());
+    let (x, y) = (x.wait_with_output().unwrap(), y.wait_with_output().unwrap());
+    assert!(x.status.success() && y.status.success(), "{} {}", stderr(&x), stderr(&y));
+    assert_eq!(std::fs::read_dir(gout.join("runs")).unwrap().count(), 12);
+}
+
+#[test]
+fn validate_refuses_what_the_command_would_refuse_before_simulating() {
+    let d = scratch("validate");
+    // A sweep reading round 3 of a 2-round base.
+    let q = std::fs::read_to_string(common::path("scenarios/quickstart.ron")).unwrap();
+    std::fs::write(d.join("two.ron"), q.replace("protocol: (rounds: 3,", "protocol: (rounds: 2,")).unwrap();
+    let sweep = std::fs::read_to_string(common::path("scenarios/sweeps/quick-oat.ron")).unwrap();
+    std::fs::write(d.join("sweep.ron"), sweep.replacen("base: \"../quickstart.ron\"", "base: \"two.ron\"", 1)).unwrap();
+    let e = refused(&memlink_in(&d, &["validate", "sweep.ron"]), "sweep.ron");
+    assert!(e.contains("metrics") && e.contains("round 3") && e.contains("2 rounds"), "{e}");
+    // Duplicated metrics, and a duplicated capability.
+    std::fs::copy(common::path("scenarios/quickstart.ron"), d.join("quickstart.ron")).unwrap();
+    let dup = sweep.replacen("base: \"../quickstart.ron\"", "base: \"quickstart.ron\"", 1).replacen(
+        "design: Oat(",
+        "metrics: [\"mdsr@3\", \"mdsr@3\"],\n    design: Oat(",
+        1,
+    );
+    std::fs::write(d.join("dup.ron"), dup).unwrap();
+    let e = refused(&memlink_in(&d, &["validate", "dup.ron"]), "dup.ron");
+    assert!(e.contains("distinct metrics"), "{e}");
+    let caps = q.replace(
+        "attack: Minja((strength: Strong, stealth: MetadataClean, target: LookaheadWrong)),",
+        "attack: Minja((strength: Strong, stealth: MetadataClean, target: LookaheadWrong, capabilities: [Launder(()), Launder(())])),",
+    );
+    assert_ne!(caps, q);
+    std::fs::write(d.join("caps.ron"), caps).unwrap();
+    let e = refused(&memlink_in(&d, &["validate", "caps.ron"]), "caps.ron");
+    assert!(e.contains("distinct capabilities"), "{e}");
+}
+
+#[test]
+fn a_trace_is_known_by_its_content_and_an_edited_header_is_refused() {
+    let d = scratch("trace");
+    std::fs::copy(common::path("scenarios/quickstart.ron"), d.join("q.ron")).unwrap();
+    let o = memlink_in(&d, &["run", "q.ron", "--out", "out", "--record", "t.jsonl"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(d.join("t.maple-guard.jsonl")).unwrap();
+    let (head, rest) = text.split_once('\n').unwrap();
+    // Re-serialised with spaces: still a trace.
+    let v: serde_json::Value = serde_json::from_str(head).unwrap();
+    let spaced = serde_json::to_string_pretty(&v).unwrap().replace('\n', " ");
+    std::fs::write(d.join("spaced.jsonl"), format!("{spaced}\n{rest}")).unwrap();
+    let o = memlink_in(&d, &["validate", "spaced.jsonl"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("trace"), "{}", String::from_utf8_lossy(&o.stdout));
+    // Edited attackers, guard and model: each refused at its field.
+    for (field, from, to) in [
+        ("attackers", "\"attackers\":[0,1,5]", "\"attackers\":[0,1,6]"),
+        ("guard", "\"guard\":\"maple_guard\"", "\"guard\":\"no_defense\""),
+    ] {
+        assert!(head.contains(from), "{field}: {head:.300}");
+        std::fs::write(d.join("e.jsonl"), format!("{}\n{rest}", head.replacen(from, to, 1))).unwrap();
+        let e = refused(&memlink_in(&d, &["validate", "e.jsonl"]), "e.jsonl");
+        assert!(e.contains(field) && e.contains("edited"), "{field}: {e}");
+    }
+}

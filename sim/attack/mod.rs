@@ -72,7 +72,11 @@ pub enum AttackConfig {
 impl AttackConfig {
     /// (field, expected) on the first problem.
     pub fn validate(&self) -> Result<(), (String, String)> {
-        self.capabilities().iter().try_for_each(|c| c.validate())
+        let caps = self.capabilities();
+        if let Some(c) = caps.iter().enumerate().find(|(i, c)| caps[..*i].contains(c)).map(|x| x.1) {
+            return Err(("capabilities".into(), format!("distinct capabilities, {c:?} twice")));
+        }
+        caps.iter().try_for_each(|c| c.validate())
     }
 
     /// The attack family name used in results.

@@ -61,6 +61,22 @@ pub struct RunResult {
     pub memlink: String,
     /// Every arm, in scenario order.
     pub arms: Vec<ArmResult>,
+    /// BLAKE3 of the rest of the record (see [`RunResult::content_digest`]): an edited,
+    /// truncated or renamed stored run is refused instead of used.
+    #[serde(default)]
+    pub digest: String,
+}
+
+impl RunResult {
+    /// The digest of everything but the digest field (the result serialised with it empty),
+    /// 32 hex digits. It binds the numbers to the run's configuration hash, so a file edited by
+    /// hand or copied under another run's name no longer matches. It is a checksum, not a
+    /// signature: whoever can write the folder can also recompute it.
+    pub fn content_digest(&self) -> String {
+        let mut bare = self.clone();
+        bare.digest = String::new();
+        blake3::hash(serde_json::to_string(&bare).expect("serializable").as_bytes()).to_hex()[..32].to_string()
+    }
 }
 
 /// A fingerprint of the running build: the BLAKE3 hash of the executable's bytes (memlink's
@@ -166,7 +182,18 @@ pub fn load_result(dir: &Path, hash: &str) -> Result<Option<RunResult>> {
         return Err(Error::Parse {
             path: p,
             pos: Pos { line: 1, col: 1 },
-            message: format!("the result of run {hash}, found {}", r.hash),
+            message: format!("the result of run {hash}, found {} (delete the file to rerun the run)", r.hash),
+        });
+    }
+    if r.digest != r.content_digest() {
+        let col = text.find("\"digest\"").map_or(1, |i| text[..i].chars().count() + 1);
+        return Err(Error::Parse {
+            path: p,
+            pos: Pos { line: 1, col },
+            message: "a stored run whose digest matches its content; this one was edited, truncated or \
+                      written by another run — delete the file and rerun the command (it recomputes the \
+                      missing runs alone)"
+                .into(),
         });
     }
     Ok(Some(r))
@@ -215,12 +242,14 @@ pub fn execute(jobs: &[Job], dir: &Path, shard: Option<Shard>, bar: &indicatif::
     let written: Vec<Result<()>> = pending
         .par_iter()
         .map(|j| {
-            let out = RunResult {
+            let mut out = RunResult {
                 hash: j.hash.clone(),
                 seed: j.seed,
                 memlink: env!("CARGO_PKG_VERSION").into(),
                 arms: crate::run::arm_results(&j.scenario, j.seed, &j.label),
+                digest: String::new(),
             };
+            out.digest = out.content_digest();
             let text = serde_json::to_string(&out).expect("serializable") + "\n";
             let res = write_atomic(&result_path(dir, &j.hash), &text);
             bar.inc(1);

@@ -290,6 +290,18 @@ impl Sweep {
         if spec.metrics.is_empty() {
             return Err(invalid("metrics", "at least one metric".into()));
         }
+        if let Some(m) = spec.metrics.iter().enumerate().find(|(i, m)| spec.metrics[..*i].contains(m)).map(|x| x.1) {
+            return Err(invalid("metrics", format!("distinct metrics, `{m}` twice")));
+        }
+        if let Some(a) = spec
+            .arms
+            .as_ref()
+            .and_then(|arms| arms.iter().enumerate().find(|(i, a)| arms[..*i].contains(a)).map(|x| x.1.clone()))
+        {
+            return Err(invalid("arms", format!("distinct arm names, `{a}` twice")));
+        }
+        // The last round any metric reads (`mdsr@3` reads round 3).
+        let needs = spec.metrics.iter().filter_map(|m| m.split_once('@')?.1.parse::<u32>().ok()).max().unwrap_or(0);
         let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
         let mut settings: Vec<SweepSetting> = spec.settings.clone();
         match (&spec.base, settings.is_empty()) {
@@ -369,6 +381,17 @@ impl Sweep {
                 None => e,
             })?;
             let name = if s.name.is_empty() { base.scenario.name.clone() } else { s.name.clone() };
+            if base.scenario.protocol.rounds < needs {
+                return Err(invalid(
+                    "metrics",
+                    format!(
+                        "metrics of the rounds the runs have: a metric reads round {needs}, {} runs {} round{}",
+                        base_path.display(),
+                        base.scenario.protocol.rounds,
+                        if base.scenario.protocol.rounds == 1 { "" } else { "s" }
+                    ),
+                ));
+            }
             names.push(name.clone());
             if let Some(wanted) = &spec.arms {
                 let known: Vec<String> = base.scenario.arms.iter().map(|a| a.name.clone()).collect();

@@ -283,7 +283,34 @@ pub fn recorded_scenario(trace: &Trace) -> Result<Option<LoadedScenario>> {
     }
     keyless.check().map_err(|(f, e)| invalid(&trace.path, &format!("scenario.{f}"), e))?;
     crate::scenario::check_size(&scenario).map_err(|e| invalid(&trace.path, "scenario.agents", e))?;
-    Ok(Some(LoadedScenario { scenario, profile, path: trace.path.clone() }))
+    let ls = LoadedScenario { scenario, profile, path: trace.path.clone() };
+    // Every field the header states is what its embedded scenario gives: an edited header
+    // (attackers, guard, model, graph) is refused, not replayed.
+    let Some(arm) = ls.scenario.arms.iter().find(|a| a.name == h.arm) else {
+        let names: Vec<&str> = ls.scenario.arms.iter().map(|a| a.name.as_str()).collect();
+        return Err(invalid(&trace.path, "arm", format!("an arm of the embedded scenario among {names:?}")));
+    };
+    let want = header(&ls, arm, h.seed);
+    let fields: [(&str, String, String); 8] = [
+        ("gen_ai.request.model", want.model.clone(), h.model.clone()),
+        ("guard", want.guard.clone(), h.guard.clone()),
+        ("agents", want.agents.to_string(), h.agents.to_string()),
+        ("attackers", format!("{:?}", want.attackers), format!("{:?}", h.attackers)),
+        ("adjacency", format!("{:?}", want.adjacency), format!("{:?}", h.adjacency)),
+        ("tasks", want.tasks.to_string(), h.tasks.to_string()),
+        ("rounds", want.rounds.to_string(), h.rounds.to_string()),
+        ("source", want.source.clone(), h.source.clone()),
+    ];
+    for (field, want, got) in fields {
+        if want != got {
+            return Err(invalid(
+                &trace.path,
+                field,
+                format!("the value the embedded scenario gives, {want}; the header says {got} (the header was edited)"),
+            ));
+        }
+    }
+    Ok(Some(ls))
 }
 
 /// The world of a scenario, for comparing two scenarios up to their arms.
