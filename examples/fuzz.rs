@@ -4,7 +4,8 @@
 //! cargo run --release --example fuzz -- --cases 100000 [--seed S] [--deadline SECONDS]
 //! ```
 //!
-//! Prints progress and the tallies (ran, accepted, refused with a positioned error), writes each
+//! First checks concurrent writers (two at once on one folder, 200 times). Prints progress and
+//! the tallies (ran, accepted, refused with a positioned error, cases with a hostile mutation), writes each
 //! rule breach to `target/fuzz/failures/case-N.txt` (its seed, what broke, the input) and exits
 //! non-zero if there was any. A case that takes longer than the deadline (default 60 s) is a
 //! hang: it is written to `target/fuzz/failures/hang-N.txt` and the campaign stops with exit 3.
@@ -67,6 +68,12 @@ fn main() {
         });
     }
     let t0 = Instant::now();
+    // Concurrent writers, a class of its own: two writers on one folder, 200 times.
+    let writers = memlink::fuzz::concurrent_writers(&root.join("target/fuzz/concurrent"), 200);
+    eprintln!("  concurrent writers: 200 pairs on one folder, {} problems", writers.len());
+    for w in &writers {
+        eprintln!("FAIL concurrent writers: {w}");
+    }
     let report = run(
         &corpus,
         &cfg,
@@ -105,15 +112,16 @@ fn main() {
         eprintln!("  {:<24} {n:>7} cases  {:>8.1} s  {:>7.1} ms/case", kind.name(), secs, 1000.0 * secs / *n as f64);
     }
     println!(
-        "{} cases in {:.1} s: {} ran, {} accepted without a run, {} refused with a positioned error, {} failures",
+        "{} cases in {:.1} s ({} with a hostile mutation): {} ran, {} accepted without a run, {} refused with a positioned error, {} failures",
         report.cases,
         t0.elapsed().as_secs_f64(),
+        report.hostile,
         report.ran,
         report.accepted,
         report.refused,
-        report.failures.len()
+        report.failures.len() + writers.len()
     );
-    if !report.failures.is_empty() {
+    if !report.failures.is_empty() || !writers.is_empty() {
         std::process::exit(1);
     }
 }

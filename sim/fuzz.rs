@@ -8,9 +8,16 @@
 //! scenarios, `grid` for grids, `calibrate`'s loader, `explain`, a run of a bundled scenario under
 //! a mutated profile, `report` for results, `calibrate --resume`'s checkpoint reader.
 //!
+//! Besides these, hostile classes: path fields pointed at `/dev/zero`, a FIFO, a file outside the
+//! path policy holding a canary text, a link out of the project and `../` escapes; ledger keys
+//! with multi-byte characters, or the canary key itself; list entries duplicated a thousand
+//! times; stored runs (`runs/<hash>.json`) edited; and (in the example binary) concurrent
+//! writers to one folder.
+//!
 //! The rule every case must keep: the input is accepted (and its outputs hold no `NaN` or
 //! infinity) or refused with a positioned input error (exit code 2 at the command line); never a
-//! panic, an abort or a hang. Runs whose estimate exceeds a fuzz case's budget are validated and
+//! panic, an abort or a hang; no secret (the canary key) in any output or message; no foreign
+//! file's content (the canary text) in any message. Runs whose estimate exceeds a fuzz case's budget are validated and
 //! counted, not run (the estimate itself refuses what exceeds the machine). Inputs are passed as
 //! text with the seed's path, so files they name resolve as the seed's would and nothing is
 //! written but failures.
@@ -35,8 +42,73 @@ pub struct Seed {
     pub text: String,
 }
 
+/// The canary key: a ledger key the hostile mutations plant (inline, or in a key file), which
+/// no output or message may ever hold.
+pub const CANARY_KEY: &str = "c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00";
+
+/// The canary text: the content of a foreign file the hostile mutations point path fields
+/// at, which no message may ever quote.
+pub const CANARY_TEXT: &str = "memlink-fuzz-canary: root:x:0:0:secret";
+
+/// Files outside the project for the hostile mutations, made once per campaign in a temporary
+/// folder (removed when dropped).
+pub struct Hostile {
+    dir: PathBuf,
+    /// Paths to put in a field that names a file.
+    pub paths: Vec<String>,
+}
+
+impl Hostile {
+    fn make() -> std::io::Result<Hostile> {
+        let dir = std::env::temp_dir().join(format!("memlink-fuzz-hostile-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join("secret.key"), CANARY_KEY)?;
+        std::fs::write(dir.join("foreign.ron"), format!("{CANARY_TEXT}\n{CANARY_TEXT}\n"))?;
+        let fifo = dir.join("fifo.ron");
+        let c = std::ffi::CString::new(fifo.to_string_lossy().as_bytes()).expect("no NUL in a temp path");
+        // SAFETY: mkfifo reads a NUL-terminated path and creates a file; no memory is shared.
+        unsafe { libc::mkfifo(c.as_ptr(), 0o600) };
+        let _ = std::os::unix::fs::symlink(dir.join("foreign.ron"), dir.join("link.ron"));
+        let at = |f: &str| dir.join(f).to_string_lossy().into_owned();
+        let paths = vec![
+            "/dev/zero".to_string(),
+            at("fifo.ron"),
+            at("foreign.ron"),
+            at("link.ron"),
+            at("secret.key"),
+            "../../../../../../../../etc/passwd".to_string(),
+            "../../../../../../../../dev/zero".to_string(),
+        ];
+        // Half of the hostile paths are reachable: the folder is an allowed root (as if the
+        // user had widened the policy), so its files are read and their contents must still
+        // stay out of every message; the `../` escapes stay outside every root.
+        crate::files::allow_root(&dir)?;
+        Ok(Hostile { dir, paths })
+    }
+
+    /// Whether `text` holds the canary key or the canary text.
+    pub fn leaks(text: &str) -> Option<&'static str> {
+        if text.to_lowercase().contains(CANARY_KEY) {
+            Some("the canary key (a secret)")
+        } else if text.contains(CANARY_TEXT) || text.contains("memlink-fuzz-canary") {
+            Some("the canary text (a foreign file's content)")
+        } else {
+            None
+        }
+    }
+}
+
+impl Drop for Hostile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// The seeds and the fixtures the pipelines need.
 pub struct Corpus {
+    /// Files for the hostile mutations.
+    pub hostile: Hostile,
     /// Seed inputs.
     pub seeds: Vec<Seed>,
     /// One small scenario per workload class, to run mutated profiles on.
@@ -142,8 +214,24 @@ impl Corpus {
             path: root.join("runs/fuzz/qwen-table2-nodefense.state.json"),
             text: state,
         });
+        // A stored run: the quick run as a sweep stores it, under its own hash.
+        let job = crate::sweep::exec::Job::new(quick.clone(), 7);
+        let mut stored = crate::sweep::exec::RunResult {
+            hash: job.hash.clone(),
+            seed: 7,
+            memlink: env!("CARGO_PKG_VERSION").into(),
+            arms: result.arms.iter().map(crate::records::ArmResult::of).collect(),
+            digest: String::new(),
+        };
+        stored.digest = stored.content_digest();
+        seeds.push(Seed {
+            kind: FileKind::StoredRun,
+            path: root.join(format!("runs/fuzz/runs/{}.json", job.hash)),
+            text: serde_json::to_string(&stored).expect("serializable") + "\n",
+        });
         let targets = crate::calibrate::read_targets(&root.join("models/calibration-targets.csv"))?;
-        Ok(Corpus { seeds, profile_runs, calibration, targets })
+        let hostile = Hostile::make().map_err(|source| Error::Write { path: std::env::temp_dir(), source })?;
+        Ok(Corpus { hostile, seeds, profile_runs, calibration, targets })
     }
 }
 
@@ -206,6 +294,9 @@ pub struct Report {
     pub accepted: u64,
     /// Refused with a positioned error.
     pub refused: u64,
+    /// Cases that also had a hostile mutation (device, FIFO or foreign paths, hostile keys,
+    /// repeated list entries).
+    pub hostile: u64,
     /// Rule breaches.
     pub failures: Vec<Failure>,
     /// Cases and wall seconds per kind of seed (wall time is for the progress line only; it
@@ -286,6 +377,67 @@ fn floor(s: &str, mut i: usize) -> usize {
     i
 }
 
+/// Byte ranges of the contents of double-quoted string literals of `text`.
+fn strings(text: &str) -> Spans {
+    let b = text.as_bytes();
+    let (mut out, mut i) = (Vec::new(), 0);
+    while i < b.len() {
+        if b[i] == b'"' {
+            let s = i + 1;
+            i += 1;
+            while i < b.len() && b[i] != b'"' && b[i] != b'\n' {
+                i += if b[i] == b'\\' { 2 } else { 1 };
+            }
+            if i < b.len() && b[i] == b'"' {
+                out.push((s, i));
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+/// One hostile mutation of `text`: a string (a path field's, often) pointed at one of
+/// `paths`; a ledger with a multi-byte or canary key, or a hostile key file; or one list
+/// entry repeated a thousand times.
+fn mutate_hostile(text: &str, rng: &mut SimRng, paths: &[String]) -> String {
+    let mut s = text.to_string();
+    match rng.below(3) {
+        0 => {
+            let spans = strings(text);
+            if !spans.is_empty() && !paths.is_empty() {
+                let (a, b) = spans[rng.below(spans.len() as u64) as usize];
+                s.replace_range(a..b, &paths[rng.below(paths.len() as u64) as usize]);
+            }
+        }
+        1 => {
+            let key = match rng.below(4) {
+                0 => format!("key: Some(\"{}é0\")", &CANARY_KEY[..62]),
+                1 => format!("key: Some(\"{CANARY_KEY}\")"),
+                2 => format!("key: Some(\"{}\")", "日".repeat(64)),
+                _ => format!(
+                    "key_file: Some(\"{}\")",
+                    paths[rng.below(paths.len().max(1) as u64) as usize % paths.len().max(1)]
+                ),
+            };
+            let ledger = format!("guard: Maple(()), ledger: Some((verify: VerifyRejectUnsigned, {key}))");
+            s = text.replacen("guard: Maple(())", &ledger, 1);
+        }
+        _ => {
+            // An entry of a list, repeated: `[x, …]` becomes `[x, x, …, x, …]`.
+            let opens: Vec<usize> = text.match_indices('[').map(|(i, _)| i + 1).collect();
+            if let Some(&at) = opens.get(rng.below(opens.len().max(1) as u64) as usize) {
+                let end = text[at..].find([',', ']']).map_or(at, |e| at + e);
+                let entry = text[at..end].trim();
+                if !entry.is_empty() && !entry.contains(['[', '(']) {
+                    s.insert_str(at, &format!("{entry}, ").repeat(1000));
+                }
+            }
+        }
+    }
+    s
+}
+
 /// One mutation of `text`.
 pub fn mutate_once(text: &str, rng: &mut SimRng) -> String {
     let len = text.len().max(1) as u64;
@@ -335,13 +487,57 @@ pub fn mutate_once(text: &str, rng: &mut SimRng) -> String {
     s
 }
 
-/// `text` mutated one to four times.
-pub fn mutate(text: &str, rng: &mut SimRng) -> String {
+/// `text` mutated one to four times; one case in four also gets a hostile mutation (paths
+/// from `hostile`).
+pub fn mutate(text: &str, rng: &mut SimRng, hostile: &[String]) -> (String, bool) {
     let mut s = text.to_string();
     for _ in 0..1 + rng.below(4) {
         s = mutate_once(&s, rng);
     }
-    s
+    let h = rng.below(4) == 0;
+    if h {
+        s = mutate_hostile(&s, rng, hostile);
+    }
+    (s, h)
+}
+
+/// Two writers at once on one output folder, `pairs` times: each takes the folder's lock and
+/// writes the same file atomically. Returns what went wrong (empty when nothing did): a failed
+/// write, a temporary file left behind, or a file that is neither writer's whole text.
+pub fn concurrent_writers(dir: &Path, pairs: usize) -> Vec<String> {
+    let mut problems = Vec::new();
+    let _ = std::fs::remove_dir_all(dir);
+    for i in 0..pairs {
+        let texts = [format!("writer A, pair {i}\n").repeat(100), format!("writer B, pair {i}\n").repeat(100)];
+        let results: Vec<Result<()>> = std::thread::scope(|sc| {
+            let hs: Vec<_> = texts
+                .iter()
+                .map(|t| {
+                    sc.spawn(move || {
+                        let _lock = crate::files::lock_folder(dir)?;
+                        crate::run::write_atomic(&dir.join("summary.json"), t)
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap_or(Ok(()))).collect()
+        });
+        for r in results {
+            if let Err(e) = r {
+                problems.push(format!("pair {i}: {e}"));
+            }
+        }
+        let got = std::fs::read_to_string(dir.join("summary.json")).unwrap_or_default();
+        if !texts.contains(&got) {
+            problems.push(format!("pair {i}: the file is neither writer's text"));
+        }
+        let left: Vec<String> = std::fs::read_dir(dir)
+            .map(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+            .unwrap_or_default();
+        if let Some(t) = left.iter().find(|n| n.contains("tmp")) {
+            problems.push(format!("pair {i}: a temporary file was left: {t}"));
+        }
+    }
+    problems
 }
 
 /// Checks that an output holds no non-finite number: its RON form (where `NaN` and `inf` print
@@ -355,6 +551,12 @@ fn finite_output<T: serde::Serialize>(what: &str, value: &T, texts: &[&str]) -> 
         if let Some(w) = non_finite_word(t) {
             return Err(format!("{what}: `{w}` in the rendered output"));
         }
+        if let Some(l) = Hostile::leaks(t) {
+            return Err(format!("{what}: {l} in the output"));
+        }
+    }
+    if let Some(l) = Hostile::leaks(&ron) {
+        return Err(format!("{what}: {l} in the output"));
     }
     Ok(())
 }
@@ -393,6 +595,9 @@ fn positioned(e: &Error) -> std::result::Result<(), String> {
     let msg = e.to_string();
     if msg.is_empty() {
         return Err(format!("an unclear error: {msg:?}"));
+    }
+    if let Some(l) = Hostile::leaks(&msg) {
+        return Err(format!("{l} in the message: {msg}"));
     }
     Ok(())
 }
@@ -510,6 +715,19 @@ pub fn exercise(corpus: &Corpus, seed: &Seed, text: &str, cfg: &Config) -> std::
                 }
             }
         },
+        FileKind::StoredRun => {
+            let hash = path.file_stem().and_then(|x| x.to_str()).unwrap_or("");
+            match crate::sweep::exec::parse_result(path, text, hash) {
+                Err(e) => refused(e),
+                // Accepted only when every byte that matters is the stored run's own.
+                Ok(r) if serde_json::to_string(&r).expect("serializable") + "\n" == seed.text => Ok(Outcome::Accepted),
+                Ok(r) => {
+                    let orig: crate::sweep::exec::RunResult =
+                        serde_json::from_str(&seed.text).expect("the seed parses");
+                    if r == orig { Ok(Outcome::Accepted) } else { Err("an edited stored run was accepted".into()) }
+                }
+            }
+        }
         FileKind::Checkpoint => match corpus.calibration.checkpoint_from_str(text, path) {
             Err(e) => refused(e),
             Ok(_) => Ok(Outcome::Accepted),
@@ -544,7 +762,8 @@ pub fn run(
     }));
     for case in 0..cfg.cases {
         let seed = &corpus.seeds[rng.below(corpus.seeds.len() as u64) as usize];
-        let input = mutate(&seed.text, &mut rng);
+        let (input, hostile) = mutate(&seed.text, &mut rng, &corpus.hostile.paths);
+        report.hostile += u64::from(hostile);
         on_start(case, seed, &input);
         let t0 = std::time::Instant::now();
         let got = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| exercise(corpus, seed, &input, cfg)));

@@ -39,6 +39,8 @@ pub enum FileKind {
     Trace,
     /// A threat-model what-if (`memlink whatif`).
     WhatIf,
+    /// A stored run (`<out>/runs/<hash>.json` of a sweep, grid or what-if).
+    StoredRun,
 }
 
 impl FileKind {
@@ -57,6 +59,7 @@ impl FileKind {
             FileKind::Check => "invariant check",
             FileKind::Trace => "trace",
             FileKind::WhatIf => "what-if",
+            FileKind::StoredRun => "stored run",
         }
     }
 }
@@ -115,6 +118,12 @@ pub fn detect(path: &Path, text: &str) -> FileKind {
         return if format.as_deref() == Some(crate::trace::FORMAT) { FileKind::Trace } else { FileKind::Results };
     }
     if name.ends_with(".json") {
+        let stored = serde_json::from_str::<serde_json::Value>(text)
+            .ok()
+            .is_some_and(|v| v.get("hash").is_some() && v.get("arms").is_some() && v.get("digest").is_some());
+        if stored {
+            return FileKind::StoredRun;
+        }
         return if text.trim_start().starts_with('[') || name.ends_with(".state.json") {
             FileKind::Checkpoint
         } else {
@@ -250,6 +259,11 @@ pub fn validate(path: &Path) -> Result<(FileKind, String)> {
                 c.spec.cases,
                 c.spec.base.display()
             )
+        }
+        FileKind::StoredRun => {
+            let hash = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+            let r = crate::sweep::exec::parse_result(path, &text, hash)?;
+            format!("run {} (seed {}), {} arms, digest intact", r.hash, r.seed, r.arms.len())
         }
         FileKind::Checkpoint => {
             let s = read_checkpoint(path, &text)?;

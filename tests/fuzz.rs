@@ -25,8 +25,17 @@ fn a_bounded_campaign_keeps_the_rule() {
         .collect();
     assert!(report.failures.is_empty(), "{} failures:\n{}", report.failures.len(), shown.join("\n---\n"));
     assert_eq!(report.cases, 1000);
-    // The mutations reach both sides of the rule.
+    // The mutations reach both sides of the rule, and the hostile classes are exercised.
     assert!(report.refused > 20 && report.ran + report.accepted > 20, "{report:?}");
+    assert!(report.hostile > 150, "{report:?}");
+}
+
+#[test]
+fn concurrent_writers_to_one_folder_keep_the_rule() {
+    let dir = std::env::temp_dir().join(format!("memlink-fuzz-writers-{}", std::process::id()));
+    let problems = memlink::fuzz::concurrent_writers(&dir, 30);
+    assert!(problems.is_empty(), "{problems:?}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Every kind of seed is in the corpus and passes its own pipeline unmutated (so the campaign

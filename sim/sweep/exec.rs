@@ -168,19 +168,23 @@ fn result_path(dir: &Path, hash: &str) -> PathBuf {
 /// A stored result, if its file is there; a corrupted one is an error naming it.
 pub fn load_result(dir: &Path, hash: &str) -> Result<Option<RunResult>> {
     let p = result_path(dir, hash);
-    let text = match std::fs::read_to_string(&p) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => return Err(Error::Io { path: p, source }),
-    };
-    let r: RunResult = serde_json::from_str(&text).map_err(|e| Error::Parse {
-        path: p.clone(),
+    if !p.exists() {
+        return Ok(None);
+    }
+    let text = crate::error::read_file(&p)?;
+    parse_result(&p, &text, hash).map(Some)
+}
+
+/// A stored run's `text` (of file `p`), checked to be run `hash`'s and to match its digest.
+pub fn parse_result(p: &Path, text: &str, hash: &str) -> Result<RunResult> {
+    let r: RunResult = serde_json::from_str(text).map_err(|e| Error::Parse {
+        path: p.to_path_buf(),
         pos: Pos { line: e.line(), col: e.column() },
         message: format!("expected a finished run's result (delete the file to rerun it): {e}"),
     })?;
     if r.hash != hash {
         return Err(Error::Parse {
-            path: p,
+            path: p.to_path_buf(),
             pos: Pos { line: 1, col: 1 },
             message: format!("the result of run {hash}, found {} (delete the file to rerun the run)", r.hash),
         });
@@ -188,7 +192,7 @@ pub fn load_result(dir: &Path, hash: &str) -> Result<Option<RunResult>> {
     if r.digest != r.content_digest() {
         let col = text.find("\"digest\"").map_or(1, |i| text[..i].chars().count() + 1);
         return Err(Error::Parse {
-            path: p,
+            path: p.to_path_buf(),
             pos: Pos { line: 1, col },
             message: "a stored run whose digest matches its content; this one was edited, truncated or \
                       written by another run — delete the file and rerun the command (it recomputes the \
@@ -196,7 +200,7 @@ pub fn load_result(dir: &Path, hash: &str) -> Result<Option<RunResult>> {
                 .into(),
         });
     }
-    Ok(Some(r))
+    Ok(r)
 }
 
 /// A progress bar on stderr: runs done of total, rate and ETA; hidden when stderr is not a
