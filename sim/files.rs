@@ -88,8 +88,51 @@ pub fn load_referenced<T>(
     let path = referenced(referring, named).map_err(at)?;
     load(&path).map_err(|e| match unreadable(&e, &path) {
         Some(expected) => at(expected),
-        None => e,
+        None => unquoted(e),
     })
+}
+
+/// An error met inside a referenced file (or one it names in turn), with every quoted piece
+/// of that file's text taken out: the error keeps its file, position and what was expected,
+/// and a parser's "found `…`" no longer prints the file's contents (which may be anything the
+/// path policy allowed, a key file or a foreign one).
+pub fn unquoted(e: Error) -> Error {
+    let text = match &e {
+        Error::Parse { path, .. } | Error::Invalid { path, .. } => {
+            crate::error::read_file_limited(path, crate::error::MAX_INPUT_BYTES).unwrap_or_default()
+        }
+        _ => return e,
+    };
+    match e {
+        Error::Parse { path, pos, message } => Error::Parse { path, pos, message: redact(&message, &text) },
+        Error::Invalid { path, pos, field, expected } => {
+            Error::Invalid { path, pos, field, expected: redact(&expected, &text) }
+        }
+        e => e,
+    }
+}
+
+/// `message` with each piece quoted in backticks or double quotes that occurs in `text` (or
+/// cannot be checked against it) replaced by `…`.
+pub fn redact(message: &str, text: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(open) = rest.find(['`', '"']) {
+        let q = rest[open..].chars().next().expect("found");
+        let Some(len) = rest[open + 1..].find(q) else { break };
+        let inner = &rest[open + 1..open + 1 + len];
+        out.push_str(&rest[..open]);
+        if !inner.is_empty() && (text.is_empty() || text.contains(inner)) {
+            out.push(q);
+            out.push('…');
+            out.push(q);
+        } else {
+            out.push_str(&rest[open..open + len + 2]);
+        }
+        rest = &rest[open + len + 2..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// What was expected of `path`, when `e` says it could not be read at all (missing, a folder,
@@ -145,6 +188,11 @@ pub const LOCK_FILE: &str = ".memlink.lock";
 /// folder never interleave their files or compute the same runs twice (the second finds the
 /// first's results stored).
 pub fn lock_folder(dir: &Path) -> Result<FolderLock> {
+    lock_folder_saying(dir, true)
+}
+
+/// [`lock_folder`], saying that it waits only when `say`.
+pub fn lock_folder_saying(dir: &Path, say: bool) -> Result<FolderLock> {
     std::fs::create_dir_all(dir).map_err(|source| Error::Write { path: dir.to_path_buf(), source })?;
     let p = dir.join(LOCK_FILE);
     let file = std::fs::OpenOptions::new()
@@ -156,7 +204,9 @@ pub fn lock_folder(dir: &Path) -> Result<FolderLock> {
     match file.try_lock() {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) => {
-            eprintln!("waiting: another memlink is writing to {} (it holds {})", dir.display(), p.display());
+            if say {
+                eprintln!("waiting: another memlink is writing to {} (it holds {})", dir.display(), p.display());
+            }
             file.lock().map_err(|source| Error::Write { path: p.clone(), source })?;
         }
         Err(std::fs::TryLockError::Error(source)) => return Err(Error::Write { path: p, source }),
@@ -191,6 +241,11 @@ mod tests {
         assert!(referenced(&referring, Path::new("../b.ron")).is_err());
         allow_root(&d).unwrap();
         assert_eq!(referenced(&referring, Path::new("../b.ron")).unwrap(), d.join("sub/../b.ron"));
+        // A quoted piece of a referenced file's text is taken out of a message; others stay.
+        assert_eq!(
+            redact("expected `Scenario` but found `c0ffee` in \"x\"", "c0ffee and x"),
+            "expected `Scenario` but found `…` in \"…\""
+        );
         // A missing file is the reader's error, named as resolved.
         assert_eq!(referenced(&referring, Path::new("nope.ron")).unwrap(), d.join("sub/nope.ron"));
         std::fs::remove_dir_all(&d).unwrap();

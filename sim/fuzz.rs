@@ -514,7 +514,7 @@ pub fn concurrent_writers(dir: &Path, pairs: usize) -> Vec<String> {
                 .iter()
                 .map(|t| {
                     sc.spawn(move || {
-                        let _lock = crate::files::lock_folder(dir)?;
+                        let _lock = crate::files::lock_folder_saying(dir, false)?;
                         crate::run::write_atomic(&dir.join("summary.json"), t)
                     })
                 })

@@ -246,7 +246,7 @@ pub fn expand_str(text: &str, path: &Path) -> Result<(GridSpec, Vec<GridRun>)> {
         let base_path = crate::files::referenced(path, &entry.base).map_err(|e| at("base", e))?;
         let mut base = load(&base_path).map_err(|e| match crate::files::unreadable(&e, &base_path) {
             Some(expected) => at("base", format!("a base scenario: {expected}")),
-            None => e,
+            None => crate::files::unquoted(e),
         })?;
         let setting = name.clone().unwrap_or_else(|| base.scenario.name.clone());
         if let Some(wanted) = &entry.arms {

@@ -378,7 +378,7 @@ impl Sweep {
             let base_path = crate::files::referenced(path, &s.base).map_err(|e| invalid("base", e))?;
             let mut base = load(&base_path).map_err(|e| match crate::files::unreadable(&e, &base_path) {
                 Some(expected) => invalid("base", format!("a base scenario: {expected}")),
-                None => e,
+                None => crate::files::unquoted(e),
             })?;
             let name = if s.name.is_empty() { base.scenario.name.clone() } else { s.name.clone() };
             if base.scenario.protocol.rounds < needs {
