@@ -267,17 +267,16 @@ fn read_lines(
 /// at [`finish`] if it does not exist; Render and Verify need it.
 pub fn install(path: &Path, mode: Mode) -> Result<()> {
     let mut records = BTreeMap::new();
-    match std::fs::read_to_string(path) {
-        Ok(text) => {
-            read_lines(path, &text, false, &mut records)?;
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && mode == Mode::Fill => {}
-        Err(source) => return Err(Error::Io { path: path.to_path_buf(), source }),
+    // Read as every input is (a regular file, within the size limit).
+    if mode != Mode::Fill || path.exists() {
+        let text = crate::error::read_file(path)?;
+        read_lines(path, &text, false, &mut records)?;
     }
     let mut journal = None;
     if mode == Mode::Fill {
         let jp = journal_path(path);
-        if let Ok(text) = std::fs::read_to_string(&jp) {
+        if jp.exists() {
+            let text = crate::error::read_file(&jp)?;
             read_lines(&jp, &text, true, &mut records)?;
         }
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {

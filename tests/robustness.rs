@@ -193,7 +193,7 @@ fn grids_refuse_empty_lists_round_zero_and_point_into_their_settings() {
     );
     refused(&memlink(&["validate", g.to_str().unwrap()]), "setting.ron:6:", "agent ids below 8");
     let g = grid_file("missing", "(\n  name: \"g\",\n  settings: [\n    (name: \"m\", base: \"nope.ron\"),\n  ],\n)");
-    refused(&memlink(&["validate", g.to_str().unwrap()]), "missing.ron:4:", "cannot read");
+    refused(&memlink(&["validate", g.to_str().unwrap()]), "missing.ron:4:", "a readable file");
 }
 
 fn results_file(name: &str, edit: impl Fn(&str) -> String) -> PathBuf {

@@ -125,6 +125,11 @@ fn files_outside_the_path_policy_are_refused_and_never_quoted() {
     // Allowed explicitly, the CSV is read, and its header is still not quoted.
     let e = refused(&memlink_in(&d, &["--allow-root", outside.to_str().unwrap(), "validate", "csv.ron"]), "passwd.csv");
     assert!(!e.contains("root:x"), "{e}");
+    // A folder as a base is refused at the referring field.
+    std::fs::create_dir_all(d.join("folder.ron")).unwrap();
+    std::fs::write(d.join("dir.ron"), sweep.replacen("base: \"quickstart.ron\"", "base: \"folder.ron\"", 1)).unwrap();
+    let e = refused(&memlink_in(&d, &["validate", "dir.ron"]), "dir.ron");
+    assert!(e.contains("`base`") && e.contains("regular file"), "{e}");
     // A missing base names the referring field and its position.
     std::fs::write(d.join("missing.ron"), sweep.replacen("base: \"quickstart.ron\"", "base: \"nope.ron\"", 1)).unwrap();
     let e = refused(&memlink_in(&d, &["validate", "missing.ron"]), "missing.ron");
