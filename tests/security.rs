@@ -226,22 +226,25 @@ fn an_edited_or_swapped_stored_run_is_refused_with_how_to_rerun_it() {
     assert_eq!(std::fs::read_to_string(&a).unwrap(), text_a);
 }
 
+/// memlink started in `dir` with `args`, its stderr kept.
+fn spawn_in(dir: &Path, args: &[&str]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_memlink"))
+        .args(args)
+        .current_dir(dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 #[test]
 fn concurrent_writers_to_one_folder_neither_fail_nor_leave_temporary_files() {
     let d = scratch("concurrent");
     std::fs::copy(common::path("scenarios/quickstart.ron"), d.join("q.ron")).unwrap();
     let out = d.join("out");
     for _ in 0..4 {
-        let spawn = || {
-            Command::new(env!("CARGO_BIN_EXE_memlink"))
-                .args(["run", "q.ron", "--out", out.to_str().unwrap()])
-                .current_dir(&d)
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
-        };
-        let (x, y) = (spawn(), spawn());
+        let args = ["run", "q.ron", "--out", out.to_str().unwrap()];
+        let (x, y) = (spawn_in(&d, &args), spawn_in(&d, &args));
         for c in [x, y] {
             let o = c.wait_with_output().unwrap();
             assert!(o.status.success(), "{}", stderr(&o));
@@ -254,16 +257,8 @@ fn concurrent_writers_to_one_folder_neither_fail_nor_leave_temporary_files() {
     // Two grids on one folder: the second waits and then finds every run stored.
     let grid = small_grid(&d);
     let gout = d.join("gout");
-    let spawn = || {
-        Command::new(env!("CARGO_BIN_EXE_memlink"))
-            .args(["grid", grid.to_str().unwrap(), "--out", gout.to_str().unwrap()])
-            .current_dir(&d)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
-    let (x, y) = (spawn(), spawn());
+    let args = ["grid", grid.to_str().unwrap(), "--out", gout.to_str().unwrap()];
+    let (x, y) = (spawn_in(&d, &args), spawn_in(&d, &args));
     let (x, y) = (x.wait_with_output().unwrap(), y.wait_with_output().unwrap());
     assert!(x.status.success() && y.status.success(), "{} {}", stderr(&x), stderr(&y));
     assert_eq!(std::fs::read_dir(gout.join("runs")).unwrap().count(), 12);
