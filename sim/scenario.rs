@@ -710,29 +710,33 @@ pub fn check_backbone(path: &Path, backbone: &str) -> std::result::Result<(), St
         return crate::files::referenced(path, Path::new(backbone)).map(|_| ());
     }
     if backbone.is_empty() || backbone.starts_with('.') || backbone.contains(['/', '\\']) {
+        let names = available_profiles(path);
+        let available = if names.is_empty() { "none found".to_string() } else { names.join(", ") };
         return Err(format!(
-            "a profile name (a file models/<name>.ron; available: {}) or a path ending in .ron",
-            available_profiles(path).join(", ")
+            "a profile name (a file models/<name>.ron; available: {available}) or a path ending in .ron"
         ));
     }
     Ok(())
 }
 
-/// The profile names `models/` folders from `path`'s folder upwards hold, sorted.
+/// The profile names the `models/` folders from `path`'s folder upwards and in the working
+/// directory hold, sorted.
 pub fn available_profiles(path: &Path) -> Vec<String> {
     let mut names = std::collections::BTreeSet::new();
-    let mut dir = std::path::absolute(path).ok().and_then(|p| p.parent().map(Path::to_path_buf));
-    while let Some(d) = dir {
-        if let Ok(entries) = std::fs::read_dir(d.join("models")) {
-            for e in entries.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                if let Some(stem) = name.strip_suffix(".ron") {
-                    names.insert(stem.to_string());
-                }
+    let mut add = |models: &Path| {
+        for e in std::fs::read_dir(models).into_iter().flatten().flatten() {
+            if let Some(stem) = e.file_name().to_string_lossy().strip_suffix(".ron") {
+                names.insert(stem.to_string());
             }
         }
+    };
+    let mut dir = std::path::absolute(path).ok().and_then(|p| p.parent().map(Path::to_path_buf));
+    while let Some(d) = dir {
+        add(&d.join("models"));
         dir = d.parent().map(Path::to_path_buf);
     }
+    // Then the working directory's, as the resolver falls back to.
+    add(Path::new("models"));
     names.into_iter().collect()
 }
 
