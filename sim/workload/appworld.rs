@@ -230,7 +230,7 @@ impl AppWorldWorkload {
             task.poisoning = p;
             task.metric = m;
         }
-        TaskStream { tasks, truths, vocabulary, haystacks: Vec::new() }
+        TaskStream::new(tasks, truths, vocabulary, Vec::new())
     }
 
     /// The risk-profile names, in the order the generator draws from.

@@ -123,6 +123,6 @@ impl InjectAgentWorkload {
             });
             truths.push(TaskTruth { gold: 0, difficulty, plausibility, risk: Some(1) });
         }
-        TaskStream { tasks, truths, vocabulary, haystacks: Vec::new() }
+        TaskStream::new(tasks, truths, vocabulary, Vec::new())
     }
 }

@@ -301,7 +301,7 @@ impl LongMemEvalWorkload {
             truths.push(TaskTruth { gold: pos(0), difficulty: 0.5 + 0.4 * rng.uniform(), plausibility, risk: None });
             haystacks.push(haystack);
         }
-        TaskStream { tasks, truths, vocabulary, haystacks }
+        TaskStream::new(tasks, truths, vocabulary, haystacks)
     }
 }
 

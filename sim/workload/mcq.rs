@@ -179,7 +179,7 @@ impl McqWorkload {
             });
             truths.push(q.truth.clone());
         }
-        TaskStream { tasks, truths, vocabulary: vocab.into_iter().flatten().collect(), haystacks: Vec::new() }
+        TaskStream::new(tasks, truths, vocab.into_iter().flatten().collect(), Vec::new())
     }
 }
 

@@ -19,7 +19,18 @@ pub use mcq::{McqConfig, McqWorkload, StreamBuilder};
 pub use schedule::{Poisoning, Schedule, poisoning_set};
 
 use crate::engine::Streams;
+use crate::text::PreparedFragment;
 use serde::{Deserialize, Serialize};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+/// How many task streams [`WorkloadConfig::stream`] keeps: a grid's cells share one workload
+/// and seed, a sweep over workload parameters moves through a few at a time.
+const KEPT_STREAMS: usize = 4;
+
+/// The task streams generated last in this process, most recently used last: (workload, seed,
+/// the stream once generated).
+type KeptStreams = Vec<(WorkloadConfig, u64, Arc<OnceLock<Arc<TaskStream>>>)>;
+static STREAMS: Mutex<KeptStreams> = Mutex::new(Vec::new());
 
 /// A workload as a scenario names it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -87,6 +98,34 @@ impl WorkloadConfig {
         }
     }
 
+    /// The task stream at master seed `seed`, shared: a stream depends on the workload and the
+    /// seed alone, so every run of this process that asks for the same pair gets the one
+    /// generated first (the cells of a grid, the arms of a run), with its shared analyses
+    /// ([`TaskStream::prepared_haystack`]). The last [`KEPT_STREAMS`] pairs are kept.
+    pub fn stream(&self, seed: u64) -> Arc<TaskStream> {
+        let cell = {
+            let mut kept = STREAMS.lock().unwrap_or_else(PoisonError::into_inner);
+            match kept.iter().position(|(w, s, _)| *s == seed && w == self) {
+                Some(i) => {
+                    let entry = kept.remove(i);
+                    let cell = entry.2.clone();
+                    kept.push(entry);
+                    cell
+                }
+                None => {
+                    let cell = Arc::new(OnceLock::new());
+                    kept.push((self.clone(), seed, cell.clone()));
+                    if kept.len() > KEPT_STREAMS {
+                        kept.remove(0);
+                    }
+                    cell
+                }
+            }
+        };
+        // Generated outside the lock: another workload's stream is not kept waiting.
+        cell.get_or_init(|| Arc::new(self.generate(&Streams::new(seed)))).clone()
+    }
+
     /// Generates the task stream from the Workload streams of `streams`.
     pub fn generate(&self, streams: &Streams) -> TaskStream {
         match self {
@@ -107,9 +146,33 @@ pub struct TaskStream {
     pub(crate) vocabulary: Vec<String>,
     /// Per task, the user-history rounds the harness commits before it (LongMemEval only).
     pub(crate) haystacks: Vec<Vec<HistoryRound>>,
+    /// Per task, its haystack's units analysed once for every run ([`Self::prepared_haystack`]).
+    prepared: Vec<OnceLock<Box<[Option<PreparedFragment>]>>>,
 }
 
 impl TaskStream {
+    /// A stream of `tasks` with their truths, content words and haystacks (empty, or one per
+    /// task).
+    pub(crate) fn new(
+        tasks: Vec<Task>,
+        truths: Vec<TaskTruth>,
+        vocabulary: Vec<String>,
+        haystacks: Vec<Vec<HistoryRound>>,
+    ) -> Self {
+        let prepared = haystacks.iter().map(|_| OnceLock::new()).collect();
+        TaskStream { tasks, truths, vocabulary, haystacks, prepared }
+    }
+
+    /// The units of task `i`'s haystack analysed without a lexicon ([`PreparedFragment::of`];
+    /// `None` for a unit it does not prepare), in haystack order: computed on first use and
+    /// shared by every run of this stream.
+    pub fn prepared_haystack(&self, i: u32) -> &[Option<PreparedFragment>] {
+        match self.prepared.get(i as usize) {
+            Some(cell) => cell.get_or_init(|| self.haystack(i).iter().map(|h| PreparedFragment::of(&h.text)).collect()),
+            None => &[],
+        }
+    }
+
     /// The tasks in stream order.
     pub fn tasks(&self) -> &[Task] {
         &self.tasks

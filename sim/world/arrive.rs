@@ -122,6 +122,7 @@ impl World<'_> {
         let wl = self.workload.clone();
         let t = &wl.tasks()[task as usize];
         let units = wl.haystack(task);
+        let prepared = wl.prepared_haystack(task);
         let WorkloadConfig::LongMemEval(cfg) = &self.scn.workload else {
             return;
         };
@@ -170,8 +171,11 @@ impl World<'_> {
                 // per unit, and their features composed.
                 Some(canonical) => {
                     let heading = render::haystack_heading(h.session, h.round);
-                    let (experience, features, frags) =
-                        self.composed_fragments(&shared_intent, &[(&heading, Some(canonical)), (&h.text, None)]);
+                    let (experience, features, frags) = self.composed_prepared(
+                        &shared_intent,
+                        &[(&heading, Some(canonical)), (&h.text, None)],
+                        prepared[i].as_ref(),
+                    );
                     key_tokens = key_head.as_ref().map(|head| crate::text::union_of(head, frags[1].tokens()));
                     (shared_intent.clone(), experience, features)
                 }

@@ -274,6 +274,17 @@ impl World<'_> {
         intent: &str,
         parts: &[(&str, Option<&str>)],
     ) -> (String, TextFeatures, Vec<Arc<Fragment>>) {
+        self.composed_prepared(intent, parts, None)
+    }
+
+    /// [`Self::composed_fragments`] with the last part's text analysed beforehand (`prepared`,
+    /// when given: a haystack unit's content, the same for every run of the stream).
+    pub(super) fn composed_prepared(
+        &mut self,
+        intent: &str,
+        parts: &[(&str, Option<&str>)],
+        prepared: Option<&crate::text::PreparedFragment>,
+    ) -> (String, TextFeatures, Vec<Arc<Fragment>>) {
         let get = |this: &mut Self, key: &str, is_intent: bool| -> Arc<Fragment> {
             let cache = if is_intent { &mut this.intent_fragments } else { &mut this.part_fragments };
             if let Some(f) = cache.get(key) {
@@ -289,11 +300,19 @@ impl World<'_> {
             f
         };
         let i = get(self, intent, true);
+        let last = parts.len().wrapping_sub(1);
         let frags: Vec<Arc<Fragment>> = parts
             .iter()
-            .map(|(text, canonical)| match canonical {
-                Some(c) => get(self, c, false),
-                None => Arc::new(experience_fragment(text, &mut self.lex)),
+            .enumerate()
+            .map(|(k, (text, canonical))| match (canonical, prepared) {
+                (Some(c), _) => get(self, c, false),
+                (None, Some(p)) if k == last => {
+                    let f = p.bind(&mut self.lex);
+                    // Bound, every word of the text is interned: a scan now interns nothing.
+                    debug_assert_eq!(f, experience_fragment(text, &mut self.lex), "prepared fragment");
+                    Arc::new(f)
+                }
+                (None, _) => Arc::new(experience_fragment(text, &mut self.lex)),
             })
             .collect();
         let mut experience = String::with_capacity(parts.iter().map(|(text, _)| text.len()).sum());
