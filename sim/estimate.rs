@@ -21,10 +21,12 @@ use crate::workload::WorkloadConfig;
 pub const BYTES_PER_ITEM: f64 = 2_560.0;
 /// Bytes every id ever written keeps after its item is released under a capacity: its slot,
 /// status and place and the evaluator's index (13 bytes, reserved once for the run's expected
-/// ids), and the evaluator's 48-byte record when it is poison. Measured growth from 20 to 100
-/// tasks at 1,000 agents on BA(2) with 32 items per store: 39 bytes per id under MAPLE-Guard,
-/// 67 under No Defense, most of whose handoffs are poison (96 before the index, issue 20).
-pub const BYTES_PER_ID: f64 = 64.0;
+/// ids), and the evaluator's 16-byte packed record when it is poison (48 before issue 42).
+/// Measured at 10,000 agents × 200 tasks on BA(2) with 32 items per store
+/// (`scenarios/scale/ba2-10000-capacity.ron`, 18.4 M ids): packing the records took No
+/// Defense's peak from 2.02 to 1.50 GiB, 30 bytes per id (most of its handoffs are poison), to
+/// about 37 bytes per id; MAPLE-Guard's is 39 or less.
+pub const BYTES_PER_ID: f64 = 40.0;
 /// Bytes per directed edge of the communication graph (adjacency in both directions, the
 /// petgraph build, per-edge handoff state).
 pub const BYTES_PER_EDGE: f64 = 96.0;

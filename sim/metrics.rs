@@ -446,7 +446,7 @@ impl Recorder {
             known_correct += u64::from(ok && !o.unknown);
             c.unknown_wrong += u64::from(o.unknown && !ok);
             c.correct += u64::from(ok);
-            let poison: Vec<(ItemId, &PoisonRecord)> =
+            let poison: Vec<(ItemId, PoisonRecord)> =
                 o.selected.iter().filter_map(|id| oracle.poison(*id, &ACCESS).map(|p| (*id, p))).collect();
             if poison.is_empty() {
                 continue;
@@ -704,5 +704,37 @@ mod tests {
         assert_eq!(o.poison(70_009, &ACCESS).map(|p| p.task), Some(70_009));
         assert_eq!(o.poison(65_546, &ACCESS).map(|p| p.task), Some(65_546));
         assert_eq!(o.all_poison(&ACCESS).count(), 70_002);
+    }
+
+    /// A record reads back as registered, every field, whatever kind table it shares: origins,
+    /// payload flags, targets, attacks and token lists in every combination.
+    #[test]
+    fn packed_poison_records_read_back_whole() {
+        let mut o = Oracle::new();
+        let tokens: Vec<std::sync::Arc<[Sym]>> =
+            vec![std::sync::Arc::from(Vec::new()), std::sync::Arc::from(vec![3, 9]), std::sync::Arc::from(vec![3, 9])];
+        let mut want = Vec::new();
+        let mut id = 0;
+        for origin in [PoisonOrigin::Direct, PoisonOrigin::Handoff, PoisonOrigin::AttackerMessage] {
+            for carries_payload in [false, true] {
+                for (target, attack) in [(0, "minja"), (4, "minja"), (4, "attacker_handoff")] {
+                    for tok in &tokens {
+                        let r = PoisonRecord {
+                            origin,
+                            attack,
+                            task: id * 7,
+                            target_tokens: tok.clone(),
+                            target,
+                            written_at: u64::from(id) << 33 | 5,
+                            carries_payload,
+                        };
+                        o.register_poison(id * 2, r.clone());
+                        want.push((id * 2, r));
+                        id += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(o.all_poison(&ACCESS).collect::<Vec<_>>(), want);
     }
 }

@@ -47,6 +47,24 @@ pub struct PoisonRecord {
     pub carries_payload: bool,
 }
 
+/// A poison record as the oracle keeps it: 16 bytes where a [`PoisonRecord`] takes 48. A run
+/// of 10,000 agents registers millions of handoff records but few distinct (attack, target,
+/// target tokens) triples — one or two per task — so those are kept once, in `Oracle::kinds`,
+/// and a record holds the index of its triple, packed with its origin and payload flag.
+#[derive(Clone, Copy, Debug, Default)]
+struct Stored {
+    written_at: u64,
+    task: u32,
+    /// Bits 0–28: index into `Oracle::kinds`; 29–30: origin; 31: carries the payload.
+    packed: u32,
+}
+
+/// Bits of [`Stored::packed`] that hold the kind index.
+const KIND_BITS: u32 = 29;
+
+/// One distinct (attack, target option, target tokens) of a run's poison records.
+type Kind = (&'static str, u8, std::sync::Arc<[Sym]>);
+
 /// The evaluator's truth of one run.
 #[derive(Clone, Debug, Default)]
 pub struct Oracle {
@@ -57,7 +75,11 @@ pub struct Oracle {
     /// The records, in registration order, in chunks of [`CHUNK`]: a run's millions of
     /// records never move to a doubled buffer (whose old copies stay resident while the
     /// allocator keeps freed pages).
-    records: Vec<Vec<PoisonRecord>>,
+    records: Vec<Vec<Stored>>,
+    /// The distinct (attack, target, tokens) of the records, in order of first registration,
+    /// and where each is.
+    kinds: Vec<Kind>,
+    kind_of: rustc_hash::FxHashMap<Kind, u32>,
     /// Number of records.
     count: u32,
     attempted_direct: u64,
@@ -81,6 +103,7 @@ impl Oracle {
         if record.origin == PoisonOrigin::Direct {
             self.attempted_direct += 1;
         }
+        let stored = self.pack(record);
         let i = id as usize;
         if self.index.len() <= i {
             self.index.resize(i + 1, NOT_POISON);
@@ -91,24 +114,57 @@ impl Oracle {
                 self.index[i] = self.count;
                 self.count += 1;
                 match self.records.last_mut() {
-                    Some(c) if c.len() < CHUNK => c.push(record),
+                    Some(c) if c.len() < CHUNK => c.push(stored),
                     _ => {
                         let mut c = Vec::with_capacity(CHUNK);
-                        c.push(record);
+                        c.push(stored);
                         self.records.push(c);
                     }
                 }
             }
-            r => *self.record_mut(r) = record,
+            r => self.records[r as usize / CHUNK][r as usize % CHUNK] = stored,
         }
     }
 
-    fn record(&self, r: u32) -> &PoisonRecord {
-        &self.records[r as usize / CHUNK][r as usize % CHUNK]
+    /// `record` as stored, its kind registered if new.
+    fn pack(&mut self, record: PoisonRecord) -> Stored {
+        let PoisonRecord { origin, attack, task, target_tokens, target, written_at, carries_payload } = record;
+        let kind: Kind = (attack, target, target_tokens);
+        let k = match self.kind_of.get(&kind) {
+            Some(k) => *k,
+            None => {
+                let k = self.kinds.len() as u32;
+                assert!(k < 1 << KIND_BITS, "more than 2^29 distinct poison targets in one run");
+                self.kinds.push(kind.clone());
+                self.kind_of.insert(kind, k);
+                k
+            }
+        };
+        let origin = match origin {
+            PoisonOrigin::Direct => 0,
+            PoisonOrigin::Handoff => 1,
+            PoisonOrigin::AttackerMessage => 2,
+        };
+        Stored { written_at, task, packed: k | origin << KIND_BITS | u32::from(carries_payload) << 31 }
     }
 
-    fn record_mut(&mut self, r: u32) -> &mut PoisonRecord {
-        &mut self.records[r as usize / CHUNK][r as usize % CHUNK]
+    /// The record stored as `r`.
+    fn record(&self, r: u32) -> PoisonRecord {
+        let s = self.records[r as usize / CHUNK][r as usize % CHUNK];
+        let (attack, target, tokens) = &self.kinds[(s.packed & ((1 << KIND_BITS) - 1)) as usize];
+        PoisonRecord {
+            origin: match (s.packed >> KIND_BITS) & 3 {
+                0 => PoisonOrigin::Direct,
+                1 => PoisonOrigin::Handoff,
+                _ => PoisonOrigin::AttackerMessage,
+            },
+            attack,
+            task: s.task,
+            target_tokens: tokens.clone(),
+            target: *target,
+            written_at: s.written_at,
+            carries_payload: s.packed >> 31 == 1,
+        }
     }
 
     /// Records the correct answer of `task`.
@@ -132,7 +188,7 @@ impl Oracle {
     }
 
     /// The record of poison item `id`.
-    pub fn poison(&self, id: ItemId, _: &EvaluatorAccess) -> Option<&PoisonRecord> {
+    pub fn poison(&self, id: ItemId, _: &EvaluatorAccess) -> Option<PoisonRecord> {
         match self.index.get(id as usize) {
             Some(&r) if r != NOT_POISON => Some(self.record(r)),
             _ => None,
@@ -140,7 +196,7 @@ impl Oracle {
     }
 
     /// All poison records in id order.
-    pub fn all_poison(&self, _: &EvaluatorAccess) -> impl Iterator<Item = (ItemId, &PoisonRecord)> {
+    pub fn all_poison(&self, _: &EvaluatorAccess) -> impl Iterator<Item = (ItemId, PoisonRecord)> {
         self.index.iter().enumerate().filter(|(_, r)| **r != NOT_POISON).map(|(i, r)| (i as ItemId, self.record(*r)))
     }
 
