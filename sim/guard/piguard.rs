@@ -106,6 +106,13 @@ impl Guard for PiGuard {
         v
     }
 
+    /// The verdict never depends on the reader (the classifier reads the item's text, the score
+    /// its metadata and similarity): one verdict per item and task serves every reader, so the
+    /// classifier's text hash runs once per candidate and task instead of once per agent.
+    fn score_reader_key(&self, _item: &MemoryItem, _reader: Reader<'_>) -> u64 {
+        0
+    }
+
     fn score(
         &self,
         item: &MemoryItem,
