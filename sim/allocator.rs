@@ -9,7 +9,7 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// empty (mimalloc's default purge). A run with a store capacity frees and reallocates memory
 /// items all the time: with the default purge the kernel zeroes each returned page again when
 /// it is reused, which measured 12% of a 10,000-agent run's time (a perf profile,
-/// `clear_page_erms`; README "Scale"). Peak RSS grows a little, since freed pages are no longer
+/// `clear_page_erms`; docs/performance.md, "Scale"). Peak RSS grows a little, since freed pages are no longer
 /// given back between peaks (1.19 → 1.24 GB on that run, 416 → 468 MB on the Table-2 grid). Call
 /// it first in `main` of a binary whose global allocator is mimalloc; elsewhere it does nothing.
 pub fn keep_freed_pages() {
