@@ -42,7 +42,8 @@ pub fn run_scenario(ls: &LoadedScenario, seed: u64) -> ScenarioResult {
 /// [`run_scenario`] admitting its arms to `budget` by their estimated memory.
 pub fn run_scenario_within(ls: &LoadedScenario, seed: u64, budget: &MemoryBudget) -> ScenarioResult {
     let scn = &ls.scenario;
-    // The arms share one task stream (generating LongMemEval's haystacks is a tenth of a run).
+    // The arms share one task stream (generating LongMemEval's haystacks is a tenth of a run),
+    // and so do later runs of the process with the same workload and seed.
     let workload = World::workload_of(scn, seed);
     let bytes = Estimate::of(scn).bytes;
     let arms: Vec<ArmSummary> = scn
@@ -54,18 +55,18 @@ pub fn run_scenario_within(ls: &LoadedScenario, seed: u64, budget: &MemoryBudget
 }
 
 /// Every arm of `ls` at `seed` as a kept result: from the installed report-record store
-/// ([`crate::records`]) where it holds the run, simulated otherwise (the arms simulated share one
-/// task stream, generated on the first of them). In arm order, whatever the thread count.
+/// ([`crate::records`]) where it holds the run, simulated otherwise (the arms simulated share the
+/// process's task stream for the workload and seed, generated on the first of them). In arm
+/// order, whatever the thread count.
 pub fn arm_results(ls: &LoadedScenario, seed: u64, label: &str) -> Vec<ArmResult> {
     let scn = &ls.scenario;
-    let workload = std::sync::OnceLock::new();
     let bytes = Estimate::of(scn).bytes;
     let budget = MemoryBudget::global();
     scn.arms
         .par_iter()
         .map(|arm| {
             crate::records::arm_result(scn, &ls.profile, arm, seed, label, || {
-                let w = workload.get_or_init(|| World::workload_of(scn, seed)).clone();
+                let w = World::workload_of(scn, seed);
                 budget.run(bytes, || ArmResult::of(&run_arm_sharing(scn, &ls.profile, arm, seed, false, w).summary))
             })
         })
