@@ -336,6 +336,19 @@ enum Cmd {
         /// one of the fit's does).
         #[arg(long, value_name = "K", requires = "identify", default_value_t = 0)]
         refine: u32,
+        /// Instead of fitting: an ensemble of N draws (default 32, at least 16 advised) from the
+        /// calibration's approximate posterior, built on its stored identifiability analysis
+        /// (its `identify` file, which must be at the committed profile): a Laplace proposal,
+        /// importance-weighted by simulation (sim/calibrate/ensemble.rs). Writes
+        /// `<profile>.ensemble.ron` beside the profile and `<name>.ensemble.md`; each
+        /// proposal's χ² is journalled in the output folder (`--resume` reuses it).
+        #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "32",
+              conflicts_with_all = ["slices", "leave_one_out", "identify"])]
+        ensemble: Option<usize>,
+        /// With --ensemble: proposals evaluated per search (each costs one of the fit's
+        /// evaluations of that search).
+        #[arg(long, value_name = "M", requires = "ensemble", default_value_t = memlink::calibrate::ensemble::DEFAULT_PROPOSALS)]
+        proposals: usize,
     },
     /// Assess the committed profiles (and arms) on every row of calibration files, without
     /// fitting: the calibration report, regenerated from the code.
@@ -794,12 +807,17 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             slices,
             identify,
             refine,
+            ensemble,
+            proposals,
         } => {
             let cal = memlink::calibrate::Calibration::load(&calibration)?;
             let name = cal.spec().name.clone();
             let dir = out.unwrap_or_else(|| PathBuf::from("runs").join(format!("calibrate-{name}")));
             // One writer per output folder: a second memlink waits instead of interleaving.
             let _lock = memlink::files::lock_folder(&dir)?;
+            if let Some(n) = ensemble {
+                return calibrate_ensemble(&cal, &dir, n, proposals, resume, report_out.as_deref());
+            }
             if leave_one_out || slices.is_some() || identify.is_some() {
                 let v = Validation { resume, leave_one_out, refold, slices, identify, refine };
                 return calibrate_validation(&cal, &dir, v, report_out.as_deref());
@@ -860,6 +878,22 @@ fn dispatch(cmd: Cmd) -> Result<()> {
                 if let Some(id) = cal.assess_identification()? {
                     text.push('\n');
                     text.push_str(&memlink::calibrate::identify::identify_report(&cal, &id));
+                }
+                // The committed posterior ensemble of this calibration (`--ensemble`), if any.
+                let ens = cal.ensemble_path();
+                if ens.exists() {
+                    let e = memlink::calibrate::ensemble::Ensemble::load(&ens)?;
+                    if e.calibration == cal.spec().name {
+                        text.push('\n');
+                        text.push_str(&format!(
+                            "`memlink calibrate {} --ensemble {} --proposals {}` (stored in `{}`):\n\n",
+                            file.display(),
+                            e.draws.len(),
+                            e.proposals,
+                            ens.display()
+                        ));
+                        text.push_str(&memlink::calibrate::ensemble::ensemble_report(&e).replacen("# ", "## ", 1));
+                    }
                 }
             }
             match report {
@@ -928,6 +962,52 @@ struct Validation {
     slices: Option<usize>,
     identify: Option<usize>,
     refine: u32,
+}
+
+/// `memlink calibrate --ensemble N`: the calibration's posterior ensemble, written beside the
+/// profile (`<profile>.ensemble.ron`) with its summary `<dir>/<name>.ensemble.md` (and `report`).
+fn calibrate_ensemble(
+    cal: &memlink::calibrate::Calibration,
+    dir: &std::path::Path,
+    draws: usize,
+    proposals: usize,
+    resume: bool,
+    report: Option<&std::path::Path>,
+) -> Result<()> {
+    if draws == 0 {
+        return Err(invalid("ensemble", "at least one draw (default 32)"));
+    }
+    if proposals < 2 {
+        return Err(invalid("proposals", "at least 2 proposals per search (the fit and one draw)"));
+    }
+    let name = cal.spec().name.clone();
+    let Some(id_path) = cal.identify_path() else {
+        return Err(memlink::error::Error::Invalid {
+            path: cal.file().to_path_buf(),
+            pos: memlink::error::Pos { line: 1, col: 1 },
+            field: "identify".into(),
+            expected: "the stored identifiability analysis the ensemble's proposal is built on (`memlink calibrate FILE --identify N`)".into(),
+        });
+    };
+    let id = cal.stored_identification()?.expect("a calibration with an identify file");
+    eprintln!("{name}: ensemble of {draws} draws from {proposals} proposals per search ({})", id_path.display());
+    let opts = memlink::calibrate::ensemble::EnsembleOptions { draws, proposals, dir, resume };
+    let e = cal.ensemble(&id, &id_path, opts, &mut |s, k, chi2| {
+        if k % 16 == 0 || k + 1 == proposals {
+            eprintln!("  search {} · proposal {k} · χ² {chi2:.2}", s + 1);
+        }
+    })?;
+    let text = memlink::calibrate::ensemble::ensemble_report(&e);
+    let path = cal.ensemble_path();
+    memlink::run::write_atomic(&path, &e.to_ron())?;
+    let md = dir.join(format!("{name}.ensemble.md"));
+    memlink::run::write_atomic(&md, &text)?;
+    if let Some(r) = report {
+        memlink::run::write_atomic(r, &text)?;
+    }
+    print!("{text}");
+    println!("\nwrote {} and {}", path.display(), md.display());
+    Ok(())
 }
 
 /// `memlink calibrate --leave-one-out [--refold]` or `--slices N`: validation of a calibration,

@@ -78,6 +78,42 @@ fn maple_guard_rows_never_enter_a_fit() {
     assert!(err.contains("MAPLE-Guard") && err.contains("small.ron"), "{err}");
 }
 
+/// Table 6's attack-free MAPLE-Guard rows enter a fit only through `attack_free_guards`, and
+/// only the attack-free ones: the same filter with a fabricated attacked MAPLE-Guard row under an
+/// attack-free-looking guard list is still refused (issue 43).
+#[test]
+fn attack_free_maple_guard_rows_enter_only_through_attack_free_guards() {
+    let dir = scratch("maple-free");
+    let file = small_calibration(&dir, r#""No Defense""#, 4);
+    let text = std::fs::read_to_string(&file).unwrap().replace(
+        r#"rows: (sources: ["table2"], guards: ["No Defense"]),"#,
+        r#"rows: (sources: ["table2", "table6_attack_free"], guards: ["No Defense"], attack_free_guards: ["MAPLE-Guard"]),"#,
+    );
+    std::fs::write(&file, &text).unwrap();
+    let cal = Calibration::load(&file).unwrap();
+    let maple: Vec<_> = cal.rows().into_iter().filter(|r| r.2 == "MAPLE-Guard").collect();
+    assert_eq!(maple.len(), 1, "Qwen's attack-free MMLU MAPLE-Guard row: {maple:?}");
+    assert_eq!(cal.rows().len(), 2 + 1 + 1, "Table 2's No Defense MDSR@3 and RDA@3, Table 6's two arms");
+    let line = maple[0].0;
+    let csv = std::fs::read_to_string(common::path("models/calibration-targets.csv")).unwrap();
+    let row = csv.lines().nth(line - 1).unwrap();
+    assert!(row.starts_with("table6_attack_free,qwen3.5-122b-a10b,mmlu_minja,MAPLE-Guard,"), "{row}");
+    // An attacked MAPLE-Guard row (the targets file has none; a fabricated one) is refused even
+    // when the guard is named in `attack_free_guards` only, or among the attacked guards.
+    let targets = dir.join("t.csv");
+    let mut csv = csv;
+    csv.push_str("table2,qwen3.5-122b-a10b,mmlu_minja,MAPLE-Guard,\"mean(star,chain,tree)\",3,RDA@3,1.0,0.1\n");
+    std::fs::write(&targets, csv).unwrap();
+    let text = text
+        .replace(&common::path("models/calibration-targets.csv").display().to_string(), &targets.display().to_string());
+    std::fs::write(&file, &text).unwrap();
+    assert_eq!(Calibration::load(&file).unwrap().rows().len(), 4, "attack_free_guards alone never selects it");
+    std::fs::write(&file, text.replace(r#"guards: ["No Defense"]"#, r#"guards: ["No Defense", "MAPLE-Guard"]"#))
+        .unwrap();
+    let err = Calibration::load(&file).err().expect("refused").to_string();
+    assert!(err.contains("attacked MAPLE-Guard row") && err.contains("small.ron"), "{err}");
+}
+
 #[test]
 fn the_bundled_calibration_loads() {
     let cal = Calibration::load(&common::path("scenarios/calibration/qwen-table2-nodefense.ron")).unwrap();
@@ -86,7 +122,11 @@ fn the_bundled_calibration_loads() {
     for backbone in ["qwen", "gemma"] {
         let all = Calibration::load(&common::path(&format!("scenarios/calibration/{backbone}.ron"))).unwrap();
         assert_eq!(all.checks().len(), 3 * 6, "Tables 12-14: MDSR and RDA at rounds 1-3");
-        assert!(all.rows().iter().chain(&all.checks()).all(|r| r.2 == "No Defense"));
+        assert!(all.checks().iter().all(|r| r.2 == "No Defense"));
+        // Issue 43: MAPLE-Guard's attack-free rows (Table 6, MDSR@3), one per setting, and no other.
+        let maple: Vec<_> = all.rows().into_iter().filter(|r| r.2 != "No Defense").collect();
+        assert_eq!(maple.len(), 5, "{backbone}: {maple:?}");
+        assert!(maple.iter().all(|r| r.2 == "MAPLE-Guard" && r.3 == "MDSR@3"));
     }
     // Both backbones fit Table 11 (MMLU's rounds) with Tables 2 and 6: its rows pin how far the
     // agents' errors go together, and they alone act on evidence framing and previous-round peers.
@@ -94,8 +134,8 @@ fn the_bundled_calibration_loads() {
         let cal = Calibration::load(&common::path(&format!("scenarios/calibration/{backbone}.ron"))).unwrap();
         assert_eq!(
             cal.rows().len(),
-            5 * 2 + 5 + 6,
-            "{backbone}: Table 2 MDSR@3 and RDA@3, and Table 6, for five settings; Table 11 (MMLU) at rounds 1-3"
+            5 * 2 + 5 * 2 + 6,
+            "{backbone}: Table 2 MDSR@3 and RDA@3, and Table 6's two arms, for five settings; Table 11 (MMLU) at rounds 1-3"
         );
         let early: Vec<_> = cal.rows().into_iter().filter(|r| !r.3.ends_with("@3")).collect();
         assert_eq!(early.len(), 4, "{backbone}: Table 11's rounds 1 and 2");
@@ -651,8 +691,13 @@ fn each_backbone_shares_one_model_block_across_workloads() {
             let tau = p.prior_sd.unwrap();
             let v = profile.workload(&p.workload).unwrap_or_else(|| panic!("{backbone}: no {} block", p.workload));
             let v = serde_json::to_value(v).unwrap()[&p.name].as_f64().unwrap();
+            // Issue 43: evidence_framing's model value is the literature's 1, not a pooled one,
+            // and Table 11's strict rows hold Gemma's MMLU value at its lower bound (the
+            // calibration report names those rows). A value at a bound is allowed; any other
+            // must stay within three spreads.
+            let at_bound = v - p.lo <= 0.01 * (p.hi - p.lo) || p.hi - v <= 0.01 * (p.hi - p.lo);
             assert!(
-                (v - model).abs() <= 3.0 * tau,
+                (v - model).abs() <= 3.0 * tau || (p.name == "evidence_framing" && at_bound),
                 "{backbone}.{}.{}: {v} against the model's {model}",
                 p.workload,
                 p.name

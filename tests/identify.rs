@@ -9,10 +9,7 @@ use memlink::calibrate::identify::{Identification, Side};
 use std::path::{Path, PathBuf};
 
 fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("memlink-identify-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::scratch("identify", name)
 }
 
 /// MMLU's Table 2 and Table 6 No Defense rows under the non-strict protocol, where memories are

@@ -110,6 +110,7 @@ impl Calibration {
                     lo: lo.min(own).min(m),
                     hi: hi.max(own).max(m),
                     start: Some(own),
+                    source: listings[0].source.clone(),
                     prior_sd: listings[0].prior_sd,
                 };
                 let mut spec = self.spec.clone();

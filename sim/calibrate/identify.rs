@@ -58,6 +58,9 @@ pub const RANK_TOLERANCE: f64 = 1e-9;
 /// The rise of χ² that makes a side of a parameter determined.
 pub const DELTA_CHI2: f64 = 1.0;
 
+/// A fitted value within this fraction of its range from a bound sits at that bound.
+pub const AT_BOUND: f64 = 0.01;
+
 /// The identifiability analysis of one calibration: one entry per search.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Identification {
@@ -91,6 +94,13 @@ pub struct SearchId {
     pub jacobian: Vec<Vec<f64>>,
     /// One trace per parameter, in order.
     pub traces: Vec<Trace>,
+    /// The fitted rows' spread-weighted residuals at the profile, in the Jacobian's row order
+    /// (empty in files written before issue 43; `memlink assess` fills them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub residuals: Vec<f64>,
+    /// The fitted rows' names (`source setting method metric`), in the same order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub row_names: Vec<String>,
 }
 
 /// The profile trace of one parameter.
@@ -188,6 +198,53 @@ impl SearchId {
             .zip(self.prior_sd.iter().zip(&self.centre))
             .filter_map(|(v, (sd, m))| Some(((v - (*m)?) / (*sd)?).powi(2)))
             .sum()
+    }
+
+    /// The parameters that sit at a bound (within [`AT_BOUND`] of its range) and what holds
+    /// them there, as markdown lines: the rows whose χ² would rise if the parameter moved
+    /// inward (the gradient `2 r J` along the inward direction, per unit of the parameter, from
+    /// the residuals and the Jacobian), largest first, and the prior's own pull. Empty when no
+    /// parameter is at a bound or the residuals are unknown.
+    pub fn at_bounds(&self) -> String {
+        if self.residuals.len() != self.jacobian.len() || self.row_names.len() != self.jacobian.len() {
+            return String::new();
+        }
+        let mut out = String::new();
+        for i in 0..self.parameters.len() {
+            let range = self.hi[i] - self.lo[i];
+            let (which, inward) = if self.values[i] - self.lo[i] <= AT_BOUND * range {
+                ("lower", 1.0)
+            } else if self.hi[i] - self.values[i] <= AT_BOUND * range {
+                ("upper", -1.0)
+            } else {
+                continue;
+            };
+            let mut pushes: Vec<(f64, &str)> = self
+                .jacobian
+                .iter()
+                .zip(&self.residuals)
+                .zip(&self.row_names)
+                .map(|((j, r), name)| (2.0 * r * j[i] * inward, name.as_str()))
+                .filter(|(g, _)| *g > 0.0)
+                .collect();
+            pushes.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
+            let rows: Vec<String> = pushes.iter().take(4).map(|(g, n)| format!("{n} ({g:+.1})")).collect();
+            let prior = match (self.prior_sd[i], self.centre[i]) {
+                (Some(sd), Some(c)) => {
+                    let g = 2.0 * (self.values[i] - c) / (sd * sd) * inward;
+                    format!("; the prior's deviation penalty {g:+.1} (centre {c})")
+                }
+                _ => String::new(),
+            };
+            out.push_str(&format!(
+                "\n**{} at its {which} bound** ({:.4}, bound {}). Rows whose χ² rises if it moves inward (Δχ² per unit, first order): {}{prior}.\n",
+                self.parameters[i],
+                self.values[i],
+                if inward > 0.0 { self.lo[i] } else { self.hi[i] },
+                if rows.is_empty() { "none (the bound is where the search stopped, not where the rows hold it)".to_string() } else { rows.join(", ") },
+            ));
+        }
+        out
     }
 
     /// The targets' χ² (the rows alone, without the penalty) at `p`.
@@ -329,8 +386,18 @@ pub fn eigen_symmetric(a: &[Vec<f64>]) -> Vec<(f64, Vec<f64>)> {
 impl Calibration {
     /// χ² of search (`pi`, `rows`) at full parameters `x`: its rows' losses and its
     /// parameters' deviation penalties (the fit's objective times its rows).
-    fn search_chi2(&self, x: &[f64], pi: &[usize], rows: &[usize]) -> f64 {
+    pub(super) fn search_chi2(&self, x: &[f64], pi: &[usize], rows: &[usize]) -> f64 {
         rows.len() as f64 * self.objective_on(x, &self.profile.model, rows, pi)
+    }
+
+    /// The names of `rows` as the reports print them: `source setting method metric`.
+    fn row_names(&self, rows: &[usize]) -> Vec<String> {
+        rows.iter()
+            .map(|&k| {
+                let t = &self.rows[k].target;
+                format!("{} {} {} {}", t.source, t.setting, t.guard, t.metric)
+            })
+            .collect()
     }
 
     /// The spread-weighted residual of each of `rows` at `x`.
@@ -387,6 +454,8 @@ impl Calibration {
                 chi2,
                 jacobian,
                 traces: Vec::new(),
+                residuals: r0.clone(),
+                row_names: self.row_names(&rows),
             };
             for c in 0..pi.len() {
                 let d = s.path(c);
@@ -466,10 +535,17 @@ impl Calibration {
     /// the calibration names none. An error names the file when it does not parse or does
     /// not belong to this calibration and profile.
     pub fn assess_identification(&self) -> Result<Option<Identification>> {
-        let Some(path) = self.identify_path() else { return Ok(None) };
-        let stored: Identification =
-            super::read_stored(&path, "an identifiability analysis (`memlink calibrate --identify`)")?;
+        let (Some(path), Some(stored)) = (self.identify_path(), self.stored_identification()?) else {
+            return Ok(None);
+        };
         self.reassess_identification(&stored, &path).map(Some)
+    }
+
+    /// The stored identification as written (not re-evaluated), None when the calibration
+    /// names none; an error names the file when it does not parse.
+    pub fn stored_identification(&self) -> Result<Option<Identification>> {
+        let Some(path) = self.identify_path() else { return Ok(None) };
+        super::read_stored(&path, "an identifiability analysis (`memlink calibrate --identify`)").map(Some)
     }
 
     /// `stored` with χ² at the profile and at every trace point evaluated by the current code.
@@ -532,14 +608,20 @@ impl Calibration {
                         .collect(),
                 })
                 .collect();
-            searches.push(SearchId { chi2: self.search_chi2(&x, pi, rows), traces, ..s.clone() });
+            searches.push(SearchId {
+                chi2: self.search_chi2(&x, pi, rows),
+                traces,
+                residuals: self.residuals(&x, rows),
+                row_names: self.row_names(rows),
+                ..s.clone()
+            });
         }
         Ok(Identification { refine: stored.refine, searches })
     }
 }
 
 /// The full parameter vector `x` with a search's parameters (indices `pi`) set to `sub`.
-fn placed(x: &[f64], pi: &[usize], sub: &[f64]) -> Vec<f64> {
+pub(super) fn placed(x: &[f64], pi: &[usize], sub: &[f64]) -> Vec<f64> {
     let mut y = x.to_vec();
     for (k, &i) in pi.iter().enumerate() {
         y[i] = sub[k];
@@ -611,6 +693,7 @@ sim/calibrate/identify.rs has the method.\n\n",
                 verdict(true)
             ));
         }
+        s.push_str(&srch.at_bounds());
         let dirs = srch.directions();
         if let Some((lambda, v)) = dirs.first() {
             let parts: Vec<String> = v
@@ -650,7 +733,28 @@ mod tests {
             chi2: 3.0,
             jacobian,
             traces: Vec::new(),
+            residuals: Vec::new(),
+            row_names: Vec::new(),
         }
+    }
+
+    /// A parameter at its lower bound names the rows that hold it there: those whose squared
+    /// residual grows when it moves up (a positive residual rising with it, or a negative one
+    /// falling), largest first, and never a row it would help.
+    #[test]
+    fn a_parameter_at_a_bound_names_the_rows_that_hold_it_there() {
+        let mut s = search(vec![vec![2.0, 0.0], vec![-1.0, 1.0], vec![3.0, 0.0]], vec![Some(0.25), None]);
+        s.values = vec![0.001, 0.5];
+        s.centre = vec![Some(1.0), None];
+        s.residuals = vec![1.0, 2.0, -0.5];
+        s.row_names = vec!["t11 a".into(), "t11 b".into(), "t6 c".into()];
+        let md = s.at_bounds();
+        // Row a: 2·1·2 = +4 (held); row b: 2·2·(−1) = −4 (helped); row c: 2·(−0.5)·3 = −3.
+        assert!(md.contains("**p0 at its lower bound**") && md.contains("t11 a (+4.0)"), "{md}");
+        assert!(!md.contains("t11 b") && !md.contains("t6 c") && !md.contains("p1 at"), "{md}");
+        assert!(md.contains("prior's deviation penalty -32.0"), "the prior pulls it up: {md}");
+        s.residuals.clear();
+        assert_eq!(s.at_bounds(), "", "unknown residuals: nothing claimed");
     }
 
     #[test]

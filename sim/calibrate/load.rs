@@ -1,11 +1,11 @@
 //! Loading a calibration: its targets, profile and scenarios, every input checked with a
-//! positioned error, and no MAPLE-Guard row selected.
+//! positioned error, and no attacked MAPLE-Guard row selected.
 
 use super::*;
 
 impl Calibration {
     /// Loads a calibration file, its targets, profile and scenarios, and checks that no
-    /// MAPLE-Guard row is selected.
+    /// attacked MAPLE-Guard row is selected (attack-free ones may be, issue 43).
     pub fn load(path: &Path) -> Result<Self> {
         Self::load_str(&read_file(path)?, path)
     }
@@ -126,7 +126,9 @@ impl Calibration {
             (t.backbone == profile.name || others.contains_key(&t.backbone))
                 && spec.settings.contains_key(&t.setting)
                 && (f.sources.is_empty() || f.sources.contains(&t.source))
-                && (f.guards.is_empty() || f.guards.contains(&t.guard))
+                && (f.guards.is_empty()
+                    || f.guards.contains(&t.guard)
+                    || (f.attack_free_guards.contains(&t.guard) && t.source.contains("attack_free")))
                 && (f.metrics.is_empty() || f.metrics.contains(&t.metric))
                 && !f.except.contains(&format!("{}/{}", t.source, t.setting))
                 && !(f.consistent_only && contradicted(t))
@@ -137,11 +139,13 @@ impl Calibration {
             if !fitted && !spec.checks.as_ref().is_some_and(|c| selects(c, &t)) {
                 continue;
             }
-            if fitted && t.guard.to_lowercase().contains("maple") {
+            let attack_free = t.source.contains("attack_free");
+            if fitted && t.guard.to_lowercase().contains("maple") && !attack_free {
                 return Err(invalid(
                     "guards",
                     format!(
-                        "no MAPLE-Guard row: its numbers are predictions and never enter a fit (targets line {})",
+                        "no attacked MAPLE-Guard row: its numbers are predictions and never enter a fit (targets line {}); \
+                         only attack-free rows may, through `attack_free_guards`",
                         t.line
                     ),
                 ));
@@ -154,7 +158,6 @@ impl Calibration {
                 Some(("RDA", k)) => (false, k.parse().unwrap_or(0)),
                 _ => return Err(invalid("metrics", format!("MDSR@k or RDA@k, not `{}` (line {})", t.metric, t.line))),
             };
-            let attack_free = t.source.contains("attack_free");
             let scenario = match spec.source_settings.get(&t.source) {
                 Some(m) if m.contains_key(&t.setting) => format!("{}/{}", t.source, t.setting),
                 _ => t.setting.clone(),

@@ -3,10 +3,14 @@
 //! (fixed seeds), so the objective is a deterministic function of the parameters and the fit is
 //! reproducible from the file. Each target weighs by its reported spread.
 //!
-//! MAPLE-Guard's numbers are predictions: a calibration that selects a MAPLE-Guard row is
-//! refused ([`Error::Invalid`] naming the row), so no MAPLE number can enter an objective.
+//! MAPLE-Guard's attacked numbers are predictions: a calibration that selects an attacked
+//! MAPLE-Guard row is refused ([`Error::Invalid`] naming the row), so no such number can enter
+//! an objective. Its attack-free utility (Table 6) may, through
+//! [`RowFilter::attack_free_guards`] (issue 43): it measures how the team reads the
+//! evidence-framed memories the guard renders, with nothing to defend against.
 
 pub mod effects;
+pub mod ensemble;
 mod fit;
 pub mod identify;
 mod load;

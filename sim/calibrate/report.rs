@@ -14,19 +14,24 @@ pub fn report(cal: &Calibration, fit: &Fit) -> String {
     }
     if fit.evaluations == 0 {
         s.push_str(&format!(
-            "The profile as committed, assessed without fitting: `memlink assess {}`. Its provenance: {}.\n\nObjective ({} over the rows the calibration fits): {:.4}; seeds {:?}.\n\nNo MAPLE-Guard row is fitted: the calibration refuses any selection that contains one.\n\n| parameter | value |\n|---|---|\n",
+            "The profile as committed, assessed without fitting: `memlink assess {}`. Its provenance: {}.\n\nObjective ({} over the rows the calibration fits): {:.4}; seeds {:?}.\n\nNo attacked MAPLE-Guard row is fitted: the calibration refuses any selection that contains one (Table 6's attack-free MAPLE-Guard rows may be, issue 43).\n\n| parameter | value | prior | its source |\n|---|---|---|---|\n",
             cal.path.display(),
             cal.profile.provenance,
             cal.spec.loss.describe(),
             fit.objective.1,
             cal.spec.seeds
         ));
-        for (name, _, b) in &fit.parameters {
-            s.push_str(&format!("| {name} | {b:.4} |\n"));
+        for ((name, _, b), p) in fit.parameters.iter().zip(&cal.spec.parameters) {
+            let prior = match (p.prior_sd, cal.profile.model.get(&p.name)) {
+                (Some(sd), Some(m)) => format!("deviation from the model value {m:.4}, penalised with spread {sd}"),
+                _ => format!("flat on [{}, {}]", p.lo, p.hi),
+            };
+            let source = p.source.as_deref().unwrap_or("none given");
+            s.push_str(&format!("| {name} | {b:.4} | {prior} | {source} |\n"));
         }
     } else {
         s.push_str(&format!(
-            "Fitted by `memlink calibrate {}`.\n\nObjective ({} over the fitted rows): {:.4} → {:.4} after {} iterations, {} evaluations; seeds {:?}.\n\nNo MAPLE-Guard row is fitted: the calibration refuses any selection that contains one.\n\n| parameter | start | fitted |\n|---|---|---|\n",
+            "Fitted by `memlink calibrate {}`.\n\nObjective ({} over the fitted rows): {:.4} → {:.4} after {} iterations, {} evaluations; seeds {:?}.\n\nNo attacked MAPLE-Guard row is fitted: the calibration refuses any selection that contains one (Table 6's attack-free MAPLE-Guard rows may be, issue 43).\n\n| parameter | start | fitted |\n|---|---|---|\n",
             cal.path.display(),
             cal.spec.loss.describe(),
             fit.objective.0,

@@ -13,6 +13,12 @@ pub struct RowFilter {
     pub sources: Vec<String>,
     /// Methods; default No Defense only.
     pub guards: Vec<String>,
+    /// Methods whose attack-free rows (a source named `…attack_free…`, simulated without an
+    /// attack) are selected besides `guards`' (issue 43). The only way a MAPLE-Guard row enters
+    /// a fit: Table 6's attack-free MAPLE-Guard utility is the one published measurement of a
+    /// team reading evidence-framed memories without an attack. An attacked MAPLE-Guard row is
+    /// refused whichever filter selects it.
+    pub attack_free_guards: Vec<String>,
     /// Metrics ("MDSR@3", "RDA@1", …); empty = all.
     pub metrics: Vec<String>,
     /// `source/setting` pairs left out ("table2/mmlu_minja"): a table that prints another
@@ -32,6 +38,7 @@ impl Default for RowFilter {
         RowFilter {
             sources: vec!["table2".into()],
             guards: vec!["No Defense".into()],
+            attack_free_guards: Vec::new(),
             metrics: Vec::new(),
             except: Vec::new(),
             consistent_only: false,
@@ -73,6 +80,10 @@ pub struct FitParameter {
     /// (the structure before issue 15) and does not pool into the model's.
     #[serde(default)]
     pub prior_sd: Option<f64>,
+    /// Where the prior comes from (the centre it is penalised around and its spread, or the
+    /// bounds of a flat one): a citation the calibration report prints beside the parameter.
+    #[serde(default)]
+    pub source: Option<String>,
 }
 
 /// How a row's spread-weighted residual z enters the objective.

@@ -40,6 +40,8 @@ pub enum StreamKind {
     /// The attacker's what-if capabilities (laundering hops, compromised summaries, black-box
     /// exploration).
     Capability = 13,
+    /// A calibration's posterior ensemble (its proposals and resampling; never a run's).
+    Ensemble = 14,
 }
 
 /// A portable random generator with the few draws the simulator needs.

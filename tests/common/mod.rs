@@ -46,3 +46,11 @@ pub fn path(rel: &str) -> PathBuf {
 pub fn exists(p: &Path) -> bool {
     p.exists()
 }
+
+/// A fresh scratch folder `memlink-<kind>-<name>-<pid>` under the temp dir (emptied first).
+pub fn scratch(kind: &str, name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("memlink-{kind}-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}

@@ -1,0 +1,130 @@
+//! Issue 43, point 4: the calibration's posterior ensemble (sim/calibrate/ensemble.rs) on a
+//! small MMLU calibration: the same inputs give the same bytes, a killed run resumes to the
+//! same file from its journal, every draw lies in the bounds and applies to the profile, and a
+//! parameter no row sees spreads over its bounds while one the rows fix stays near its fit.
+
+mod common;
+
+use memlink::calibrate::Calibration;
+use memlink::calibrate::ensemble::{Ensemble, EnsembleOptions};
+use std::path::{Path, PathBuf};
+
+fn scratch(name: &str) -> PathBuf {
+    common::scratch("ensemble", name)
+}
+
+/// MMLU's Table 2 and Table 6 No Defense rows under the non-strict protocol (memories shown as
+/// experiences): skill and memory weight act on them, evidence framing cannot.
+fn calibration(dir: &Path, extra: &str) -> PathBuf {
+    let text = format!(
+        r#"(
+    name: "ens",
+    profile: "{profile}",
+    targets: "{targets}",
+    rows: (sources: ["table2", "table6_attack_free"], guards: ["No Defense"], metrics: ["MDSR@3"]),
+    settings: {{ "mmlu_minja": "{mmlu}" }},
+    parameters: [
+        (workload: "mmlu", name: "skill", lo: 0.0, hi: 20.0),
+        (workload: "mmlu", name: "evidence_framing", lo: 0.0, hi: 2.0),
+    ],
+    seeds: [1],
+    tasks: Some(16),
+    {extra}
+)"#,
+        profile = dir.join("profile.ron").display(),
+        targets = common::path("models/calibration-targets.csv").display(),
+        mmlu = common::path("scenarios/paper/table2/mmlu-minja.ron").display(),
+    );
+    if !dir.join("profile.ron").exists() {
+        std::fs::copy(common::path("models/qwen3.5-122b-a10b.ron"), dir.join("profile.ron")).unwrap();
+    }
+    let p = dir.join("ens.ron");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[test]
+fn the_ensemble_is_deterministic_resumable_and_follows_what_the_rows_see() {
+    let dir = scratch("mmlu");
+    let cal = Calibration::load(&calibration(&dir, "")).unwrap();
+    let id = cal.identify(2, 0, &mut |_| {});
+    std::fs::write(dir.join("ens.identify.json"), serde_json::to_string_pretty(&id).unwrap()).unwrap();
+    let cal = Calibration::load(&calibration(&dir, "identify: Some(\"ens.identify.json\"),")).unwrap();
+    let id = cal.stored_identification().unwrap().unwrap();
+    let id_path = cal.identify_path().unwrap();
+    let (a, b) = (dir.join("a"), dir.join("b"));
+    let mut seen = 0;
+    let ea = cal
+        .ensemble(
+            &id,
+            &id_path,
+            EnsembleOptions { draws: 12, proposals: 24, dir: &a, resume: false },
+            &mut |_, _, _| seen += 1,
+        )
+        .unwrap();
+    assert_eq!(seen, 24, "one evaluation per proposal of the one search");
+    let eb = cal
+        .ensemble(
+            &id,
+            &id_path,
+            EnsembleOptions { draws: 12, proposals: 24, dir: &b, resume: false },
+            &mut |_, _, _| {},
+        )
+        .unwrap();
+    assert_eq!(ea.to_ron(), eb.to_ron(), "same inputs, same bytes");
+
+    // A run killed after 10 proposals resumes from its journal to the same file.
+    let journal = a.join("ens.ensemble.journal");
+    let lines: Vec<String> = std::fs::read_to_string(&journal).unwrap().lines().map(String::from).collect();
+    assert_eq!(lines.len(), 24);
+    let c = dir.join("c");
+    std::fs::create_dir_all(&c).unwrap();
+    let torn = format!("{}\n{}", lines[..10].join("\n"), &lines[10][..7]);
+    std::fs::write(c.join("ens.ensemble.journal"), torn).unwrap();
+    let ec = cal
+        .ensemble(&id, &id_path, EnsembleOptions { draws: 12, proposals: 24, dir: &c, resume: true }, &mut |_, _, _| {})
+        .unwrap();
+    assert_eq!(ec.to_ron(), ea.to_ron(), "resumed from a torn journal");
+
+    // The file round-trips, every draw is in the bounds and applies to the profile.
+    let f = dir.join("e.ron");
+    std::fs::write(&f, ea.to_ron()).unwrap();
+    let loaded = Ensemble::load(&f).unwrap();
+    assert_eq!(loaded, ea);
+    assert_eq!(ea.draws.len(), 12);
+    let s = &ea.searches[0];
+    assert_eq!(s.parameters, ["mmlu.skill", "mmlu.evidence_framing"]);
+    assert!(s.ess >= 1.0 && s.ess <= 24.0 && s.inflation >= 1.0, "{s:?}");
+    for (k, d) in ea.draws.iter().enumerate() {
+        assert!((0.0..=20.0).contains(&d["mmlu.skill"]) && (0.0..=2.0).contains(&d["mmlu.evidence_framing"]));
+        let p = ea.profile(&memlink::agent::load_profile(&dir.join("profile.ron")).unwrap(), k).unwrap();
+        assert_eq!(p.workload("mmlu").unwrap().skill, d["mmlu.skill"]);
+        // A model field lands through the workload's deviation (model + (v − model)).
+        assert!((p.workload("mmlu").unwrap().evidence_framing - d["mmlu.evidence_framing"]).abs() < 1e-12);
+    }
+    // No row sees the evidence framing here: its draws spread over a good part of its range;
+    // the skill, which the rows fix, stays in a narrower share of its own.
+    let spread = |name: &str| {
+        let v: Vec<f64> = ea.draws.iter().map(|d| d[name]).collect();
+        v.iter().copied().fold(f64::NEG_INFINITY, f64::max) - v.iter().copied().fold(f64::INFINITY, f64::min)
+    };
+    assert!(spread("mmlu.evidence_framing") / 2.0 > spread("mmlu.skill") / 20.0, "{:?}", ea.draws);
+
+    // An identification computed at other values than the profile's is refused, naming it.
+    let mut moved = id.clone();
+    moved.searches[0].values[0] += 1.0;
+    let err = cal
+        .ensemble(
+            &moved,
+            &id_path,
+            EnsembleOptions { draws: 4, proposals: 4, dir: &dir.join("d"), resume: false },
+            &mut |_, _, _| {},
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("ens.identify.json") && err.contains("mmlu.skill") && err.contains("--identify"), "{err}");
+    // A malformed ensemble file is a positioned error naming it.
+    std::fs::write(&f, ea.to_ron().replace("draws: [", "draws: [(\"x\"")).unwrap();
+    let err = Ensemble::load(&f).unwrap_err().to_string();
+    assert!(err.contains("e.ron:"), "{err}");
+}
