@@ -390,8 +390,12 @@ impl Calibration {
     }
 }
 
+/// An effective sample size below this marks a search's draws as degenerate: they repeat a
+/// handful of proposals, and its interval is not a posterior interval.
+pub const MIN_ESS: f64 = 5.0;
+
 /// The ensemble as markdown: per search the inflation and ESS, per parameter the fit and the
-/// posterior interval.
+/// posterior interval; a search whose ESS is under [`MIN_ESS`] is marked degenerate.
 pub fn ensemble_report(e: &Ensemble) -> String {
     let mut out = format!(
         "# Ensemble of `{}` from calibration `{}`\n\n{}.\n\n{} draws.\n\n| search | parameter | fitted | 95% posterior interval | rows | χ² of the rows at the fit | inflation T | ESS of {} proposals |\n|---|---|---|---|---|---|---|---|\n",
@@ -401,7 +405,11 @@ pub fn ensemble_report(e: &Ensemble) -> String {
         e.draws.len(),
         e.proposals
     );
+    let mut degenerate = Vec::new();
     for (i, s) in e.searches.iter().enumerate() {
+        if s.ess < MIN_ESS {
+            degenerate.push(format!("{} (ESS {:.1})", i + 1, s.ess));
+        }
         for (k, name) in s.parameters.iter().enumerate() {
             out.push_str(&format!(
                 "| {} | {name} | {:.4} | {:.4} – {:.4} | {} | {:.2} | {:.2} | {:.1} |\n",
@@ -416,5 +424,56 @@ pub fn ensemble_report(e: &Ensemble) -> String {
             ));
         }
     }
+    if !degenerate.is_empty() {
+        out.push_str(&format!(
+            "\n**Degenerate searches: {}.** Their importance weights sit on a handful of proposals (ESS under {MIN_ESS}), so their draws repeat those points and their intervals are not posterior intervals. Where the weight sits on a proposal whose χ² is below the fit's, the fit is not at the minimum of its search. More proposals, a wider proposal, or an MCMC sampler would be needed there.\n",
+            degenerate.join(", ")
+        ));
+    }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn search(ess: f64) -> SearchPosterior {
+        SearchPosterior {
+            parameters: vec!["mmlu.skill".into()],
+            fitted: vec![1.0],
+            rows: 3,
+            chi2_rows: 2.0,
+            inflation: 1.0,
+            ess,
+            interval: vec![(0.5, 1.5)],
+        }
+    }
+
+    /// A search whose weights sit on a handful of proposals is named degenerate; one with a
+    /// healthy ESS is not.
+    #[test]
+    fn a_search_with_a_small_ess_is_marked_degenerate() {
+        let mut e = Ensemble {
+            profile: "p".into(),
+            calibration: "c".into(),
+            method: "m".into(),
+            proposals: 32,
+            searches: vec![search(12.0), search(1.3)],
+            draws: vec![BTreeMap::from([("mmlu.skill".to_string(), 1.0)])],
+        };
+        let md = ensemble_report(&e);
+        assert!(md.contains("**Degenerate searches: 2 (ESS 1.3).**"), "{md}");
+        e.searches[1].ess = 6.0;
+        assert!(!ensemble_report(&e).contains("Degenerate"));
+    }
+
+    /// Weighted quantiles follow the weights, not the count of values.
+    #[test]
+    fn weighted_quantiles_follow_the_weights() {
+        let v = [3.0, 1.0, 2.0];
+        let w = [0.1, 0.1, 0.8];
+        assert_eq!(weighted_quantile(&v, &w, 0.025), 1.0);
+        assert_eq!(weighted_quantile(&v, &w, 0.5), 2.0);
+        assert_eq!(weighted_quantile(&v, &w, 0.975), 3.0);
+    }
 }
