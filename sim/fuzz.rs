@@ -638,6 +638,13 @@ pub fn exercise(corpus: &Corpus, seed: &Seed, text: &str, cfg: &Config) -> std::
             Err(e) => refused(e),
             Ok(_) => Ok(Outcome::Accepted),
         },
+        FileKind::Ensemble => match crate::calibrate::ensemble::Ensemble::load_str(text, path) {
+            Err(e) => refused(e),
+            Ok(e) => {
+                finite_output("ensemble", &e, &[&crate::calibrate::ensemble::ensemble_report(&e)])?;
+                Ok(Outcome::Accepted)
+            }
+        },
         FileKind::Profile => match crate::agent::load_profile_str(text, path) {
             Err(e) => refused(e),
             Ok(p) => {

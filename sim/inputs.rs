@@ -5,7 +5,7 @@
 //! first line, a trace; `*.state.json` checkpoints) or,
 //! for RON, the top-level fields only one kind has (a scenario's `arms` and `workload`, a
 //! grid's `settings` or `base`, a calibration's `parameters`, a profile's `workloads`, an
-//! explain item's `experience`). Each kind is then loaded exactly as the command that reads it
+//! explain item's `experience`, an ensemble's `draws` and `searches`). Each kind is then loaded exactly as the command that reads it
 //! loads it, so validation and use cannot disagree.
 
 use crate::calibrate::Simplex;
@@ -41,6 +41,9 @@ pub enum FileKind {
     WhatIf,
     /// A stored run (`<out>/runs/<hash>.json` of a sweep, grid or what-if).
     StoredRun,
+    /// A calibration's posterior ensemble (`models/<profile>.ensemble.ron`, `memlink calibrate
+    /// --ensemble`).
+    Ensemble,
 }
 
 impl FileKind {
@@ -60,6 +63,7 @@ impl FileKind {
             FileKind::Trace => "trace",
             FileKind::WhatIf => "what-if",
             FileKind::StoredRun => "stored run",
+            FileKind::Ensemble => "posterior ensemble",
         }
     }
 }
@@ -132,7 +136,9 @@ pub fn detect(path: &Path, text: &str) -> FileKind {
     }
     let fields = top_level_fields(text);
     let has = |f: &str| fields.iter().any(|x| x == f);
-    if has("fixes") || has("undetermined") {
+    if has("draws") && has("searches") {
+        FileKind::Ensemble
+    } else if has("fixes") || has("undetermined") {
         FileKind::Fidelity
     } else if has("conditions") {
         FileKind::WhatIf
@@ -185,6 +191,17 @@ pub fn validate(path: &Path) -> Result<(FileKind, String)> {
                 cal.spec().parameters.len(),
                 cal.rows().len(),
                 cal.checks().len()
+            )
+        }
+        FileKind::Ensemble => {
+            let e = crate::calibrate::ensemble::Ensemble::load(path)?;
+            format!(
+                "of `{}` from calibration `{}`: {} draws of {} parameters in {} searches",
+                e.profile,
+                e.calibration,
+                e.draws.len(),
+                e.searches.iter().map(|s| s.parameters.len()).sum::<usize>(),
+                e.searches.len()
             )
         }
         FileKind::Profile => {

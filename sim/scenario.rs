@@ -725,7 +725,10 @@ pub fn available_profiles(path: &Path) -> Vec<String> {
     let mut names = std::collections::BTreeSet::new();
     let mut add = |models: &Path| {
         for e in std::fs::read_dir(models).into_iter().flatten().flatten() {
-            if let Some(stem) = e.file_name().to_string_lossy().strip_suffix(".ron") {
+            // A profile's posterior ensemble (`<name>.ensemble.ron`) lives beside it and is not one.
+            if let Some(stem) = e.file_name().to_string_lossy().strip_suffix(".ron")
+                && !stem.ends_with(".ensemble")
+            {
                 names.insert(stem.to_string());
             }
         }

@@ -95,11 +95,27 @@ pub struct SearchPosterior {
 impl Ensemble {
     /// Reads an ensemble file; a malformed file is an error naming it and the position.
     pub fn load(path: &Path) -> Result<Self> {
-        let text = read_file(path)?;
-        let e: Ensemble = crate::error::parse_ron(path, &text)?;
+        Self::load_str(&read_file(path)?, path)
+    }
+
+    /// [`Ensemble::load`] of `text` as if read from `path`.
+    pub fn load_str(text: &str, path: &Path) -> Result<Self> {
+        let e: Ensemble = crate::error::parse_ron(path, text)?;
         let bad = |message: String| Error::Parse { path: path.to_path_buf(), pos: Pos { line: 1, col: 1 }, message };
         if e.draws.is_empty() {
             return Err(bad("at least one draw".into()));
+        }
+        for (i, s) in e.searches.iter().enumerate() {
+            let n = s.parameters.len();
+            let finite = [s.chi2_rows, s.inflation, s.ess].iter().all(|v| v.is_finite())
+                && s.fitted.iter().all(|v| v.is_finite())
+                && s.interval.iter().all(|(a, b)| a.is_finite() && b.is_finite());
+            if s.fitted.len() != n || s.interval.len() != n || !finite {
+                return Err(bad(format!(
+                    "search {}: a finite fitted value and interval for each of its {n} parameters, and finite χ², inflation and ESS",
+                    i + 1
+                )));
+            }
         }
         let names: Vec<&String> = e.searches.iter().flat_map(|s| &s.parameters).collect();
         for (i, d) in e.draws.iter().enumerate() {
