@@ -349,6 +349,11 @@ enum Cmd {
         /// evaluations of that search).
         #[arg(long, value_name = "M", requires = "ensemble", default_value_t = memlink::calibrate::ensemble::DEFAULT_PROPOSALS)]
         proposals: usize,
+        /// With --ensemble: the weight of a defensive wide component in the proposal (a
+        /// Student t of a quarter of each parameter's range), which covers a target wider than
+        /// the Laplace shape, such as a plateau of a discrete objective (0: the Laplace t alone).
+        #[arg(long, value_name = "A", requires = "ensemble", default_value_t = 0.0)]
+        defensive: f64,
     },
     /// Assess the committed profiles (and arms) on every row of calibration files, without
     /// fitting: the calibration report, regenerated from the code.
@@ -809,6 +814,7 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             refine,
             ensemble,
             proposals,
+            defensive,
         } => {
             let cal = memlink::calibrate::Calibration::load(&calibration)?;
             let name = cal.spec().name.clone();
@@ -816,7 +822,9 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             // One writer per output folder: a second memlink waits instead of interleaving.
             let _lock = memlink::files::lock_folder(&dir)?;
             if let Some(n) = ensemble {
-                return calibrate_ensemble(&cal, &dir, n, proposals, resume, report_out.as_deref());
+                let opts =
+                    memlink::calibrate::ensemble::EnsembleOptions { draws: n, proposals, dir: &dir, resume, defensive };
+                return calibrate_ensemble(&cal, opts, report_out.as_deref());
             }
             if leave_one_out || slices.is_some() || identify.is_some() {
                 let v = Validation { resume, leave_one_out, refold, slices, identify, refine };
@@ -968,12 +976,10 @@ struct Validation {
 /// profile (`<profile>.ensemble.ron`) with its summary `<dir>/<name>.ensemble.md` (and `report`).
 fn calibrate_ensemble(
     cal: &memlink::calibrate::Calibration,
-    dir: &std::path::Path,
-    draws: usize,
-    proposals: usize,
-    resume: bool,
+    opts: memlink::calibrate::ensemble::EnsembleOptions<'_>,
     report: Option<&std::path::Path>,
 ) -> Result<()> {
+    let memlink::calibrate::ensemble::EnsembleOptions { draws, proposals, dir, .. } = opts;
     if draws == 0 {
         return Err(invalid("ensemble", "at least one draw (default 32)"));
     }
@@ -991,7 +997,6 @@ fn calibrate_ensemble(
     };
     let id = cal.stored_identification()?.expect("a calibration with an identify file");
     eprintln!("{name}: ensemble of {draws} draws from {proposals} proposals per search ({})", id_path.display());
-    let opts = memlink::calibrate::ensemble::EnsembleOptions { draws, proposals, dir, resume };
     let e = cal.ensemble(&id, &id_path, opts, &mut |s, k, chi2| {
         if k % 16 == 0 || k + 1 == proposals {
             eprintln!("  search {} · proposal {k} · χ² {chi2:.2}", s + 1);

@@ -65,6 +65,9 @@ pub struct Ensemble {
     pub method: String,
     /// Proposals evaluated per search.
     pub proposals: usize,
+    /// Weight of the proposal's defensive wide component (absent: 0).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub defensive: f64,
     /// Per search: its posterior summary.
     pub searches: Vec<SearchPosterior>,
     /// The draws: each a value for every parameter (`workload.field`), applied over the
@@ -149,6 +152,10 @@ impl Ensemble {
     }
 }
 
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
+}
+
 /// Weighted quantile `q` of `values` with normalised `weights`.
 fn weighted_quantile(values: &[f64], weights: &[f64], q: f64) -> f64 {
     let mut idx: Vec<usize> = (0..values.len()).collect();
@@ -174,42 +181,92 @@ pub struct EnsembleOptions<'a> {
     pub dir: &'a Path,
     /// Reuse the journal's evaluated proposals.
     pub resume: bool,
+    /// Weight α of the defensive wide component of the proposal (0: the Laplace t alone).
+    pub defensive: f64,
 }
 
 /// A journal line: (search, proposal) → (the proposal's coordinates as bits, its χ²).
 type JournalEntry = ((usize, usize), (Vec<u64>, f64));
 
-/// One proposal: the point and its log density under the (untruncated) Student t.
-fn propose(rng: &mut SimRng, centre: &[f64], eig: &[(f64, Vec<f64>)], lo: &[f64], hi: &[f64]) -> (Vec<f64>, f64) {
-    let n = centre.len();
-    let log_q = |x: &[f64]| {
-        let m: f64 = eig
-            .iter()
-            .map(|(l, v)| {
-                let c: f64 = v.iter().zip(x.iter().zip(centre)).map(|(vi, (xi, ci))| vi * (xi - ci)).sum();
-                l * c * c
-            })
-            .sum();
-        -0.5 * f64::from(NU + n as u32) * (1.0 + m / f64::from(NU)).ln()
-    };
-    for _ in 0..10_000 {
-        let g: f64 = (0..NU).map(|_| rng.normal().powi(2)).sum();
-        let scale = (f64::from(NU) / g).sqrt();
-        let mut x = centre.to_vec();
-        for (l, v) in eig {
-            let z = rng.normal() * scale / l.sqrt();
-            for (xi, vi) in x.iter_mut().zip(v) {
-                *xi += z * vi;
-            }
-        }
-        if x.iter().enumerate().all(|(i, v)| *v >= lo[i] && *v <= hi[i]) {
-            let lq = log_q(&x);
-            return (x, lq);
+/// A precision's eigen-decomposition: (eigenvalue, unit eigenvector) pairs.
+type Eigen = Vec<(f64, Vec<f64>)>;
+
+/// The squared Mahalanobis distance of `x` from `centre` under a precision's eigen-decomposition.
+fn mahalanobis(eig: &[(f64, Vec<f64>)], centre: &[f64], x: &[f64]) -> f64 {
+    eig.iter()
+        .map(|(l, v)| {
+            let c: f64 = v.iter().zip(x.iter().zip(centre)).map(|(vi, (xi, ci))| vi * (xi - ci)).sum();
+            l * c * c
+        })
+        .sum()
+}
+
+/// A Student-t draw around `centre` with precision `eig`.
+fn draw_t(rng: &mut SimRng, centre: &[f64], eig: &[(f64, Vec<f64>)]) -> Vec<f64> {
+    let g: f64 = (0..NU).map(|_| rng.normal().powi(2)).sum();
+    let scale = (f64::from(NU) / g).sqrt();
+    let mut x = centre.to_vec();
+    for (l, v) in eig {
+        let z = rng.normal() * scale / l.sqrt();
+        for (xi, vi) in x.iter_mut().zip(v) {
+            *xi += z * vi;
         }
     }
-    // The box holds almost none of the proposal (a fit far outside its own bounds cannot be
-    // loaded, so this is a degenerate search): the centre, which always lies inside.
-    (centre.to_vec(), log_q(centre))
+    x
+}
+
+/// The proposal of one search: the Laplace Student t, and optionally a defensive wide one.
+struct Proposal<'a> {
+    centre: &'a [f64],
+    /// The Laplace component's precision.
+    narrow: Eigen,
+    /// The defensive component (its weight α and precision), when α > 0: a Student t whose
+    /// spread is a quarter of each parameter's range, so that a target wider than the Laplace
+    /// shape (a plateau of a discrete objective) is still covered (defensive importance
+    /// sampling, Hesterberg 1995).
+    wide: Option<(f64, Eigen)>,
+}
+
+impl Proposal<'_> {
+    /// Log density at `x` (up to a constant shared by every proposal of the search). Without a
+    /// defensive component it is the Laplace t's kernel alone, as the committed ensembles
+    /// were drawn; with one, the mixture's full density.
+    fn log_q(&self, x: &[f64]) -> f64 {
+        let n = self.centre.len() as f64;
+        let kernel = |eig: &[(f64, Vec<f64>)]| {
+            -0.5 * (f64::from(NU) + n) * (1.0 + mahalanobis(eig, self.centre, x) / f64::from(NU)).ln()
+        };
+        match &self.wide {
+            None => kernel(&self.narrow),
+            Some((alpha, wide)) => {
+                let half_log_det = |eig: &[(f64, Vec<f64>)]| 0.5 * eig.iter().map(|(l, _)| l.ln()).sum::<f64>();
+                let a = (1.0 - alpha).ln() + half_log_det(&self.narrow) + kernel(&self.narrow);
+                let b = alpha.ln() + half_log_det(wide) + kernel(wide);
+                let top = a.max(b);
+                top + ((a - top).exp() + (b - top).exp()).ln()
+            }
+        }
+    }
+
+    /// One proposal inside the bounds and its log density. Draws outside are redrawn.
+    fn propose(&self, rng: &mut SimRng, lo: &[f64], hi: &[f64]) -> (Vec<f64>, f64) {
+        for _ in 0..10_000 {
+            // No draw is spent on the choice without a defensive component, so such
+            // ensembles keep the bytes they were committed with.
+            let eig = match &self.wide {
+                Some((alpha, wide)) if rng.uniform() < *alpha => wide,
+                _ => &self.narrow,
+            };
+            let x = draw_t(rng, self.centre, eig);
+            if x.iter().enumerate().all(|(i, v)| *v >= lo[i] && *v <= hi[i]) {
+                let lq = self.log_q(&x);
+                return (x, lq);
+            }
+        }
+        // The box holds almost none of the proposal (a fit far outside its own bounds cannot be
+        // loaded, so this is a degenerate search): the centre, which always lies inside.
+        (self.centre.to_vec(), self.log_q(self.centre))
+    }
 }
 
 impl Calibration {
@@ -230,8 +287,16 @@ impl Calibration {
         opts: EnsembleOptions<'_>,
         progress: &mut dyn FnMut(usize, usize, f64),
     ) -> Result<Ensemble> {
-        let EnsembleOptions { draws, proposals, dir, resume } = opts;
+        let EnsembleOptions { draws, proposals, dir, resume, defensive } = opts;
         let bad = |message: String| Error::Parse { path: id_path.to_path_buf(), pos: Pos { line: 1, col: 1 }, message };
+        if !(0.0..1.0).contains(&defensive) {
+            return Err(Error::Invalid {
+                path: self.path.clone(),
+                pos: Pos { line: 1, col: 1 },
+                field: "defensive".into(),
+                expected: format!("a defensive weight in [0, 1), not {defensive}"),
+            });
+        }
         if let Some(p) = self.spec.parameters.iter().find(|p| p.guard.is_some() || p.judge.is_some()) {
             return Err(bad(format!(
                 "an ensemble is of profile parameters (`workload.field`); `{}` is an arm's or a judge's",
@@ -312,6 +377,13 @@ impl Calibration {
             }
             let eig: Vec<(f64, Vec<f64>)> =
                 eigen_symmetric(&precision).into_iter().map(|(l, v)| (l.max(1e-12), v)).collect();
+            let wide = (defensive > 0.0).then(|| {
+                let floor: Vec<Vec<f64>> = (0..n)
+                    .map(|a| (0..n).map(|b| if a == b { (4.0 / (s.hi[a] - s.lo[a])).powi(2) } else { 0.0 }).collect())
+                    .collect();
+                (defensive, eigen_symmetric(&floor))
+            });
+            let proposal = Proposal { centre: &centre, narrow: eig, wide };
             let mut rng = SimRng::from_seed_u64(
                 crate::engine::Streams::new(SEED).seed_of(crate::engine::StreamKind::Ensemble, &[si as u64]),
             );
@@ -319,12 +391,12 @@ impl Calibration {
             let mut log_w = Vec::with_capacity(proposals);
             for k in 0..proposals.max(1) {
                 let (theta, log_q) = if k == 0 {
-                    // The fit itself (log q = 0 at the centre); it consumes a proposal's draws
-                    // like any other, so the later proposals do not depend on this choice.
-                    let _ = propose(&mut rng, &centre, &eig, &s.lo, &s.hi);
-                    (centre.clone(), 0.0)
+                    // The fit itself; it consumes a proposal's draws like any other, so the
+                    // later proposals do not depend on this choice.
+                    let _ = proposal.propose(&mut rng, &s.lo, &s.hi);
+                    (centre.clone(), proposal.log_q(&centre))
                 } else {
-                    propose(&mut rng, &centre, &eig, &s.lo, &s.hi)
+                    proposal.propose(&mut rng, &s.lo, &s.hi)
                 };
                 let bits: Vec<u64> = theta.iter().map(|v| v.to_bits()).collect();
                 let chi2 = match journal.get(&(si, k)) {
@@ -397,9 +469,15 @@ impl Calibration {
             profile: self.profile.name.clone(),
             calibration: self.spec.name.clone(),
             method: format!(
-                "Laplace (Gauss–Newton) approximation at the fit from the stored identification, χ² tempered by max(1, χ²/dof) per search; {proposals} Student-t (ν = {NU}) proposals per search, each simulated once on the fit's seeds and importance-weighted; {draws} draws by systematic resampling"
+                "Laplace (Gauss–Newton) approximation at the fit from the stored identification, χ² tempered by max(1, χ²/dof) per search; {proposals} Student-t (ν = {NU}) proposals per search, {}each simulated once on the fit's seeds and importance-weighted; {draws} draws by systematic resampling",
+                if defensive > 0.0 {
+                    format!("mixed with weight {defensive} with a defensive t of a quarter of each range, ")
+                } else {
+                    String::new()
+                }
             ),
             proposals,
+            defensive,
             searches,
             draws: draws_out,
         })
@@ -474,6 +552,7 @@ mod tests {
             calibration: "c".into(),
             method: "m".into(),
             proposals: 32,
+            defensive: 0.0,
             searches: vec![search(12.0), search(1.3)],
             draws: vec![BTreeMap::from([("mmlu.skill".to_string(), 1.0)])],
         };
