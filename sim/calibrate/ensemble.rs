@@ -304,16 +304,7 @@ impl Calibration {
             )));
         }
         let x = self.current();
-        let names = self.evaluate_names();
-        let comps: Vec<_> = self.components().into_iter().filter(|c| !c.1.is_empty()).collect();
-        if comps.len() != id.searches.len() {
-            return Err(bad(format!(
-                "{} searches stored, the calibration has {}: recompute with `memlink calibrate {} --identify N`",
-                id.searches.len(),
-                comps.len(),
-                self.path.display()
-            )));
-        }
+        let comps = self.stored_searches(id).map_err(bad)?;
         std::fs::create_dir_all(dir).map_err(|source| Error::Io { path: dir.to_path_buf(), source })?;
         let journal_path = dir.join(format!("{}.ensemble.journal", self.spec.name));
         let mut journal: BTreeMap<(usize, usize), (Vec<u64>, f64)> = BTreeMap::new();
@@ -346,21 +337,6 @@ impl Calibration {
         let mut per_search_draws: Vec<Vec<Vec<f64>>> = Vec::new();
         for (si, ((pi, rows), s)) in comps.iter().zip(&id.searches).enumerate() {
             let n = pi.len();
-            let want: Vec<&String> = pi.iter().map(|&i| &names[i]).collect();
-            if s.parameters.iter().collect::<Vec<_>>() != want {
-                return Err(bad(format!("search {} of parameters {want:?}, found {:?}", si + 1, s.parameters)));
-            }
-            for (k, &i) in pi.iter().enumerate() {
-                if (s.values[k] - x[i]).abs() > 1e-9 * x[i].abs().max(1.0) {
-                    return Err(bad(format!(
-                        "computed at {} = {}, the profile has {}: recompute with `memlink calibrate {} --identify N`",
-                        names[i],
-                        s.values[k],
-                        x[i],
-                        self.path.display()
-                    )));
-                }
-            }
             let centre: Vec<f64> = s.values.clone();
             let chi2_rows = (s.chi2 - s.penalty(&centre)).max(0.0);
             let dof = s.rows.saturating_sub(n).max(1);

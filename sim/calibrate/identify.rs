@@ -548,38 +548,50 @@ impl Calibration {
         super::read_stored(&path, "an identifiability analysis (`memlink calibrate --identify`)").map(Some)
     }
 
-    /// `stored` with χ² at the profile and at every trace point evaluated by the current code.
-    pub fn reassess_identification(&self, stored: &Identification, path: &Path) -> Result<Identification> {
+    /// The calibration's searches (parameter and row indices) matched to a stored
+    /// identification's, after checking that it belongs to this calibration at the committed
+    /// profile: as many searches, the same parameters, computed at the profile's values. The
+    /// error says what differs and how to recompute.
+    pub(super) fn stored_searches(&self, stored: &Identification) -> std::result::Result<Vec<Search>, String> {
         let x = self.current();
         let names = self.evaluate_names();
-        let bad = |message: String| Error::Parse { path: path.to_path_buf(), pos: Pos { line: 1, col: 1 }, message };
         let comps: Vec<(Vec<usize>, Vec<usize>)> =
             self.components().into_iter().filter(|(_, rows)| !rows.is_empty()).collect();
         if comps.len() != stored.searches.len() {
-            return Err(bad(format!(
+            return Err(format!(
                 "{} searches stored, the calibration has {}: recompute with `memlink calibrate {} --identify N`",
                 stored.searches.len(),
                 comps.len(),
                 self.path.display()
-            )));
+            ));
         }
-        let mut searches = Vec::new();
-        for ((pi, rows), s) in comps.iter().zip(&stored.searches) {
+        for ((pi, _), s) in comps.iter().zip(&stored.searches) {
             let want: Vec<&String> = pi.iter().map(|&i| &names[i]).collect();
             if s.parameters.iter().collect::<Vec<_>>() != want {
-                return Err(bad(format!("a search of parameters {:?}, expected {:?}", s.parameters, want)));
+                return Err(format!("a search of parameters {:?}, expected {:?}", s.parameters, want));
             }
             for (k, &i) in pi.iter().enumerate() {
                 let stored_v = s.values.get(k).copied().unwrap_or(f64::NAN);
                 if (stored_v - x[i]).abs() > 1e-9 * x[i].abs().max(1.0) {
-                    return Err(bad(format!(
+                    return Err(format!(
                         "computed at {} = {stored_v}, the profile has {}: recompute with `memlink calibrate {} --identify N`",
                         names[i],
                         x[i],
                         self.path.display()
-                    )));
+                    ));
                 }
             }
+        }
+        Ok(comps)
+    }
+
+    /// `stored` with χ² at the profile and at every trace point evaluated by the current code.
+    pub fn reassess_identification(&self, stored: &Identification, path: &Path) -> Result<Identification> {
+        let x = self.current();
+        let bad = |message: String| Error::Parse { path: path.to_path_buf(), pos: Pos { line: 1, col: 1 }, message };
+        let comps = self.stored_searches(stored).map_err(bad)?;
+        let mut searches = Vec::new();
+        for ((pi, rows), s) in comps.iter().zip(&stored.searches) {
             let n = pi.len();
             let shaped = s.lo.len() == n
                 && s.hi.len() == n
@@ -619,6 +631,9 @@ impl Calibration {
         Ok(Identification { refine: stored.refine, searches })
     }
 }
+
+/// One search of a calibration: its parameters' and its fitted rows' indices.
+pub(super) type Search = (Vec<usize>, Vec<usize>);
 
 /// The full parameter vector `x` with a search's parameters (indices `pi`) set to `sub`.
 pub(super) fn placed(x: &[f64], pi: &[usize], sub: &[f64]) -> Vec<f64> {
