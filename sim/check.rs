@@ -150,6 +150,13 @@ pub struct Case {
     pub provenance: usize,
     /// Factor values.
     pub factors: Vec<f64>,
+    /// The stand-in's posterior draw (`--ensemble`): 0 the fitted profile, `k` draw `k − 1`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub draw: usize,
+}
+
+fn is_zero(v: &usize) -> bool {
+    *v == 0
 }
 
 /// How a case's scenario is run: the first violation of its monitored invariant and the arm,
@@ -181,6 +188,8 @@ pub struct Check {
     pub path: PathBuf,
     base: LoadedScenario,
     nominal: Vec<f64>,
+    /// The base's profile at each posterior draw (`--ensemble`; empty: the fit alone).
+    draws: Vec<crate::agent::Profile>,
 }
 
 /// A counterexample: the minimal case and what it violates.
@@ -331,7 +340,7 @@ impl Check {
                 .map_err(|e| invalid("factors", format!("`{}`: a path to a number of the base: {e}", f.path)))?;
             nominal.push(v);
         }
-        let check = Check { spec, path: path.to_path_buf(), base, nominal };
+        let check = Check { spec, path: path.to_path_buf(), base, nominal, draws: Vec::new() };
         // The smallest case must be a scenario: otherwise every case may be refused.
         let small = check.smallest();
         check
@@ -365,11 +374,40 @@ impl Check {
             attack: 0,
             provenance: 0,
             factors: s.factors.iter().map(|f| f.bounds(0.0).0).collect(),
+            draw: 0,
         }
     }
 
+    /// The check with its cases drawn over the base profile's posterior draws as well
+    /// ([`crate::predictive`]): each case runs at the fit or at one draw, and a violation
+    /// shrinks toward the fit.
+    pub fn with_ensemble(mut self, ensembles: &mut crate::predictive::Ensembles) -> Result<Check> {
+        self.draws = ensembles.draws_of(&self.base)?.into_iter().map(|ls| ls.profile).collect();
+        Ok(self)
+    }
+
+    /// Posterior draws the cases range over besides the fit.
+    pub fn draws(&self) -> usize {
+        self.draws.len()
+    }
+
     /// The case generator.
-    fn strategy(&self) -> impl Strategy<Value = Case> + use<> {
+    fn strategy(&self) -> proptest::strategy::BoxedStrategy<Case> {
+        let cases = self.fit_strategy();
+        if self.draws.is_empty() {
+            // Without an ensemble the generator is the one it always was: the same cases.
+            return cases.boxed();
+        }
+        (cases, 0..=self.draws.len())
+            .prop_map(|(mut c, d)| {
+                c.draw = d;
+                c
+            })
+            .boxed()
+    }
+
+    /// The generator of the space's cases at the fitted profile.
+    fn fit_strategy(&self) -> impl Strategy<Value = Case> + use<> {
         let s = self.spec.space.clone();
         let b = &self.base.scenario;
         let agents = s.agents.unwrap_or((b.agents, b.agents));
@@ -409,6 +447,7 @@ impl Check {
             attack: a,
             provenance: v,
             factors,
+            draw: 0,
         })
     }
 
@@ -437,6 +476,10 @@ impl Check {
     pub fn scenario(&self, case: &Case, invariant: &str) -> std::result::Result<LoadedScenario, String> {
         let s = &self.spec.space;
         let mut ls = self.base.clone();
+        if case.draw > 0 {
+            ls.profile =
+                self.draws.get(case.draw - 1).ok_or_else(|| format!("draw {} of the ensemble", case.draw - 1))?.clone();
+        }
         let scn = &mut ls.scenario;
         scn.name = format!("{}-{invariant}", self.spec.name);
         scn.seed = case.seed;
@@ -623,8 +666,8 @@ impl Check {
         };
         let file = out.join(format!("{invariant}.ron"));
         let mut scenario = ls.scenario.clone();
-        // The profile goes beside the scenario when a factor moved it.
-        if self.spec.space.factors.iter().any(|f| factor::split_root(&f.path).0) {
+        // The profile goes beside the scenario when a factor or a posterior draw moved it.
+        if case.draw > 0 || self.spec.space.factors.iter().any(|f| factor::split_root(&f.path).0) {
             let pfile = out.join(format!("{invariant}.profile.ron"));
             let body =
                 ron::ser::to_string_pretty(&ls.profile, ron::ser::PrettyConfig::default()).expect("serializable");
@@ -740,18 +783,28 @@ impl Check {
             self.spec.arms.as_ref().map_or("all".to_string(), |a| a.join(", ")),
             self.spec.seed
         );
+        if !self.draws.is_empty() {
+            s.insert_str(
+                s.find("| arm |").expect("the table"),
+                &format!(
+                    "Each case runs at the fitted profile or at one of the first {} posterior draws of its stand-in (`--ensemble`); a counterexample shrinks toward the fit, and one that needs a draw says which (`draw k` is the ensemble's draw k − 1) and writes that profile beside it.\n\n",
+                    self.draws.len()
+                ),
+            );
+        }
         for o in outcomes {
             let (outcome, cx) = match &o.counterexample {
                 None => ("holds".to_string(), String::new()),
                 Some(c) => (
                     "violated".to_string(),
                     format!(
-                        "{} agents, {} attackers, {} tasks, {} rounds, seed {}: `{}`",
+                        "{} agents, {} attackers, {} tasks, {} rounds, seed {}{}: `{}`",
                         c.case.agents,
                         c.case.attackers.min(c.case.agents.saturating_sub(1)),
                         c.case.tasks,
                         c.case.rounds,
                         c.case.seed,
+                        if c.case.draw > 0 { format!(", draw {}", c.case.draw) } else { String::new() },
                         c.scenario.display()
                     ),
                 ),

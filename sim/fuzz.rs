@@ -189,6 +189,7 @@ impl Corpus {
                     mdsr_upper: a.rounds.iter().map(|x| x.mdsr_upper).collect(),
                     rda_lower: a.rounds.iter().map(|x| x.rda_lower).collect(),
                     trace_hash: a.trace_hash.clone(),
+                    draw: None,
                 };
                 results.push_str(&serde_json::to_string(&r).expect("serializable"));
                 results.push('\n');

@@ -30,6 +30,7 @@ pub mod metrics;
 pub mod monitor;
 pub mod oracle;
 pub mod plot;
+pub mod predictive;
 pub mod props;
 pub mod records;
 pub mod run;

@@ -62,6 +62,12 @@ enum Cmd {
         /// List the registered invariants and exit.
         #[arg(long)]
         list: bool,
+        /// Draw each case at the fitted profile or at one of the first N posterior draws of
+        /// the base's stand-in (`models/<backbone>.ensemble.ron`; all draws without N): the
+        /// invariants must hold over the calibration's uncertainty too. Default output folder:
+        /// runs/check/<name>-ensemble.
+        #[arg(long, value_name = "N")]
+        ensemble: Option<Option<usize>>,
         /// No progress bar.
         #[arg(long)]
         quiet: bool,
@@ -94,6 +100,12 @@ enum Cmd {
         /// name before the extension). The results are the same bytes as without recording.
         #[arg(long, value_name = "FILE")]
         record: Option<PathBuf>,
+        /// Also run every arm at the first N posterior draws of the backbone's stand-in
+        /// (`models/<backbone>.ensemble.ron`; all draws without N), on the same seed: prints
+        /// each metric's range over the draws and writes ensemble.csv (one row per draw, arm
+        /// and round).
+        #[arg(long, value_name = "N")]
+        ensemble: Option<Option<usize>>,
     },
     /// Replay a recorded trace: the recorded arm bit for bit (strict), or another arm on the
     /// same agent decisions wherever a call's key still matches (a counterfactual); writes
@@ -135,6 +147,11 @@ enum Cmd {
         /// Where the report and figures go (default: reports/what-if).
         #[arg(long)]
         report: Option<PathBuf>,
+        /// Also run every cell at the first N posterior draws of its backbone's stand-in
+        /// (`models/<backbone>.ensemble.ron`; all draws without N), on the same seeds: the
+        /// report adds each difference's 95% predictive interval and the calibration's share.
+        #[arg(long, value_name = "N")]
+        ensemble: Option<Option<usize>>,
         /// No progress bar.
         #[arg(long)]
         quiet: bool,
@@ -218,6 +235,12 @@ enum Cmd {
         /// shards' folders with `memlink merge`.
         #[arg(long)]
         shard: Option<String>,
+        /// Also run every cell at the first N posterior draws of its backbone's stand-in
+        /// (`models/<backbone>.ensemble.ron`; all draws without N), on the same seeds: the
+        /// table adds each cell's seed-only and 95% predictive intervals and the calibration's
+        /// share of the variance.
+        #[arg(long, value_name = "N")]
+        ensemble: Option<Option<usize>>,
         /// No progress bar.
         #[arg(long)]
         quiet: bool,
@@ -456,12 +479,31 @@ fn shard_label(s: Option<memlink::sweep::exec::Shard>) -> String {
 
 fn dispatch(cmd: Cmd) -> Result<()> {
     match cmd {
-        Cmd::Run { scenario, seed, out, json, invariants, fail_on_violation, record } => {
+        Cmd::Run { scenario, seed, out, json, invariants, fail_on_violation, record, ensemble } => {
             let ls = load(&scenario)?;
             let seed = seed.unwrap_or(ls.scenario.seed);
             let dir = out.unwrap_or_else(|| PathBuf::from("runs").join(&ls.scenario.name).join(format!("seed-{seed}")));
             // One writer per output folder: a second memlink waits instead of interleaving.
             let _lock = memlink::files::lock_folder(&dir)?;
+            if let Some(n) = ensemble {
+                if record.is_some() || !ls.scenario.invariants.is_empty() || !invariants.is_empty() {
+                    return Err(invalid(
+                        "--ensemble",
+                        "a run without --record and without invariant monitors (run those at the fit)",
+                    ));
+                }
+                let e = memlink::predictive::EnsembleRun::run(&ls, seed, &mut memlink::predictive::Ensembles::new(n))?;
+                e.fit.write(&dir)?;
+                memlink::run::write_atomic(&dir.join("ensemble.csv"), &e.csv())?;
+                if json {
+                    print!("{}", e.fit.to_json());
+                } else {
+                    print!("{}", e.fit.table());
+                    print!("{}", e.table());
+                    println!("\nwrote {}/summary.json, rounds.csv and ensemble.csv", dir.display());
+                }
+                return Ok(());
+            }
             if let Some(file) = record {
                 if !ls.scenario.invariants.is_empty() || !invariants.is_empty() {
                     return Err(invalid(
@@ -550,8 +592,11 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             }
             Ok(())
         }
-        Cmd::Whatif { file, out, report, quiet } => {
-            let w = memlink::whatif::WhatIf::load(&file)?;
+        Cmd::Whatif { file, out, report, ensemble, quiet } => {
+            let mut w = memlink::whatif::WhatIf::load(&file)?;
+            if let Some(n) = ensemble {
+                w = w.with_ensemble(&mut memlink::predictive::Ensembles::new(n))?;
+            }
             let dir = out.unwrap_or_else(|| PathBuf::from("runs").join("whatif").join(&w.spec.name));
             // One writer per output folder: a second memlink waits instead of interleaving.
             let _lock = memlink::files::lock_folder(&dir)?;
@@ -574,7 +619,7 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             println!("\nwrote {} ({} calls)", out.display(), t.calls.len() + t.unparsed.len());
             Ok(())
         }
-        Cmd::Check { file, invariants, cases, out, resume, list, quiet } => {
+        Cmd::Check { file, invariants, cases, out, resume, list, ensemble, quiet } => {
             if list {
                 for e in memlink::monitor::REGISTRY {
                     println!("{:<28} {}{}", e.name, e.about, if e.truth { " [reads evaluator truth]" } else { "" });
@@ -584,8 +629,13 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             let Some(file) = file else {
                 return Err(invalid("file", "a check file or a scenario (or --list)"));
             };
-            let check = memlink::check::Check::load_any(&file)?;
-            let dir = out.unwrap_or_else(|| PathBuf::from("runs").join("check").join(&check.spec.name));
+            let mut check = memlink::check::Check::load_any(&file)?;
+            let mut name = check.spec.name.clone();
+            if let Some(n) = ensemble {
+                check = check.with_ensemble(&mut memlink::predictive::Ensembles::new(n))?;
+                name.push_str("-ensemble");
+            }
+            let dir = out.unwrap_or_else(|| PathBuf::from("runs").join("check").join(name));
             // One writer per output folder: a second memlink waits instead of interleaving.
             let _lock = memlink::files::lock_folder(&dir)?;
             let outcomes = check.run(&dir, cases, &invariants, resume, quiet)?;
@@ -686,8 +736,11 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             }
             Ok(())
         }
-        Cmd::Grid { grid, out, round, shard, quiet } => {
-            let (spec, runs) = memlink::grid::expand(&grid)?;
+        Cmd::Grid { grid, out, round, shard, ensemble, quiet } => {
+            let (spec, mut runs) = memlink::grid::expand(&grid)?;
+            if let Some(n) = ensemble {
+                runs = memlink::grid::with_ensemble(runs, &mut memlink::predictive::Ensembles::new(n))?;
+            }
             let fewest = runs.iter().map(|r| r.scenario.scenario.protocol.rounds as usize).min().unwrap_or(3);
             if round.is_some_and(|k| k == 0 || k > fewest) {
                 return Err(invalid("round", &format!("a round every run has, 1 to {fewest}")));

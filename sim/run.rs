@@ -57,15 +57,21 @@ pub fn run_scenario_within(ls: &LoadedScenario, seed: u64, budget: &MemoryBudget
 /// Every arm of `ls` at `seed` as a kept result: from the installed report-record store
 /// ([`crate::records`]) where it holds the run, simulated otherwise (the arms simulated share the
 /// process's task stream for the workload and seed, generated on the first of them). In arm
-/// order, whatever the thread count.
-pub fn arm_results(ls: &LoadedScenario, seed: u64, label: &str) -> Vec<ArmResult> {
+/// order, whatever the thread count. With `keep`, each result holds only those per-round
+/// metrics ([`ArmResult::project`]).
+pub fn arm_results(
+    ls: &LoadedScenario,
+    seed: u64,
+    label: &str,
+    keep: Option<&'static [&'static str]>,
+) -> Vec<ArmResult> {
     let scn = &ls.scenario;
     let bytes = Estimate::of(scn).bytes;
     let budget = MemoryBudget::global();
     scn.arms
         .par_iter()
         .map(|arm| {
-            crate::records::arm_result(scn, &ls.profile, arm, seed, label, || {
+            crate::records::arm_result_kept(scn, &ls.profile, arm, seed, label, keep, || {
                 let w = World::workload_of(scn, seed);
                 budget.run(bytes, || ArmResult::of(&run_arm_sharing(scn, &ls.profile, arm, seed, false, w).summary))
             })
@@ -292,7 +298,8 @@ impl ScenarioResult {
     }
 }
 
-fn csv_field(s: &str) -> String {
+/// A CSV field, quoted where it holds a comma, a quote or a line break.
+pub fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
 }
 

@@ -24,12 +24,16 @@
 
 use crate::attack::capability::Capability;
 use crate::error::{Error, Result, locate_field, parse_ron, read_file};
+use crate::predictive::{Component, Ensembles, Predictive};
 use crate::scenario::{Arm, Attackers, LoadedScenario, Placement};
 use crate::sweep::exec::{Job, RunResult, collect, execute, progress_bar};
 use crate::sweep::stats::{Estimate, estimate, paired};
 use crate::topology::Topology;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+
+/// A scenario at one posterior draw and its configuration hash.
+type DrawJob = (std::sync::Arc<LoadedScenario>, String);
 
 /// One benchmark setting of a what-if.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -125,8 +129,11 @@ pub struct WhatIf {
     pub path: PathBuf,
     /// The spec.
     pub spec: WhatIfSpec,
-    /// The jobs.
+    /// The jobs: the fitted profile's, then (`--ensemble`) the same again at each posterior
+    /// draw, draw by draw.
     pub jobs: Vec<Job>,
+    /// Posterior draws the jobs run at besides the fit (0 without `--ensemble`).
+    pub draws: usize,
 }
 
 /// One cell of the analysis.
@@ -144,6 +151,13 @@ pub struct Cell {
     pub value: Estimate,
     /// The paired difference from the reference condition (`None` for the reference).
     pub vs_reference: Option<Estimate>,
+    /// The value with its predictive interval over the posterior draws and the seeds
+    /// (`--ensemble`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub predictive: Option<Predictive>,
+    /// The paired difference likewise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vs_reference_predictive: Option<Predictive>,
 }
 
 /// A ledger arm's mean work per run under one condition.
@@ -306,7 +320,38 @@ impl WhatIf {
                 }
             }
         }
-        Ok(WhatIf { path: path.to_path_buf(), spec, jobs })
+        Ok(WhatIf { path: path.to_path_buf(), spec, jobs, draws: 0 })
+    }
+
+    /// The what-if with every job also run at each posterior draw of its backbone's stand-in
+    /// ([`crate::predictive`]), on the same seeds: the analysis adds predictive intervals.
+    pub fn with_ensemble(mut self, ensembles: &mut Ensembles) -> Result<WhatIf> {
+        let fit = self.jobs.clone();
+        // The seeds of one scenario share it: its draws are made once.
+        let mut per_job: Vec<std::sync::Arc<Vec<DrawJob>>> = Vec::new();
+        for (i, j) in fit.iter().enumerate() {
+            if i > 0 && std::sync::Arc::ptr_eq(&fit[i - 1].scenario, &j.scenario) {
+                per_job.push(per_job[i - 1].clone());
+                continue;
+            }
+            let at = ensembles
+                .draws_of(&j.scenario)?
+                .into_iter()
+                .map(|ls| {
+                    let h = crate::sweep::exec::scenario_hash(&ls);
+                    (std::sync::Arc::new(ls), h)
+                })
+                .collect();
+            per_job.push(std::sync::Arc::new(at));
+        }
+        self.draws = per_job.first().map_or(0, |d| d.len());
+        for d in 0..self.draws {
+            for (j, at) in fit.iter().zip(&per_job) {
+                let (ls, h) = &at[d];
+                self.jobs.push(Job::with_hash(ls.clone(), h, j.seed).labelled(crate::predictive::LABEL));
+            }
+        }
+        Ok(self)
     }
 
     /// Runs what `dir` does not hold yet (each run stored as it finishes) and returns every
@@ -317,19 +362,35 @@ impl WhatIf {
         collect(&self.jobs, &[dir.to_path_buf()])
     }
 
-    /// Index of the job of (setting, condition, topology, seed), all 0-based.
+    /// Index of the job of (setting, condition, topology, seed), all 0-based, at the fit.
     fn job(&self, s: usize, c: usize, t: usize, seed: usize) -> usize {
         let sp = &self.spec;
         ((s * sp.conditions.len() + c) * sp.topologies.len() + t) * sp.replicates as usize + seed
     }
 
-    /// The metric of `arm` in every (topology, seed) unit of (setting, condition), in unit order.
+    /// The metric of `arm` in every (topology, seed) unit of (setting, condition), in unit order,
+    /// at the fit.
     fn units(&self, results: &[RunResult], s: usize, c: usize, arm: usize, metric: &str) -> Vec<f64> {
+        self.units_at(results, None, s, c, arm, metric)
+    }
+
+    /// [`WhatIf::units`] at posterior draw `draw` (`None`: the fit).
+    fn units_at(
+        &self,
+        results: &[RunResult],
+        draw: Option<usize>,
+        s: usize,
+        c: usize,
+        arm: usize,
+        metric: &str,
+    ) -> Vec<f64> {
         let sp = &self.spec;
+        let per_profile = self.jobs.len() / (self.draws + 1);
+        let offset = draw.map_or(0, |d| (d + 1) * per_profile);
         let mut out = Vec::with_capacity(sp.topologies.len() * sp.replicates as usize);
         for t in 0..sp.topologies.len() {
             for seed in 0..sp.replicates as usize {
-                let r = &results[self.job(s, c, t, seed)];
+                let r = &results[offset + self.job(s, c, t, seed)];
                 out.push(100.0 * r.arms[arm].metric(metric).unwrap_or(0.0));
             }
         }
@@ -353,6 +414,24 @@ impl WhatIf {
                     for (c, cond) in sp.conditions.iter().enumerate() {
                         let xs = self.units(results, s, c, a, metric);
                         let seed = seed_of(&[&sp.name, &setting.name, metric, &arm.name, &cond.name]);
+                        // Per draw: the value's and the paired difference's units.
+                        let at: Vec<(Vec<f64>, Vec<f64>)> = (0..self.draws)
+                            .map(|d| {
+                                let b = self.units_at(results, Some(d), s, reference, a, metric);
+                                let x = self.units_at(results, Some(d), s, c, a, metric);
+                                let diff = b.iter().zip(&x).map(|(p, q)| q - p).collect();
+                                (x, diff)
+                            })
+                            .collect();
+                        let fit_diff: Vec<f64> = base.iter().zip(&xs).map(|(p, q)| q - p).collect();
+                        let predictive = (self.draws > 0).then(|| {
+                            let draws: Vec<Component> = at.iter().map(|(x, _)| Component::of(x)).collect();
+                            Predictive::of(Component::of(&xs), &draws, (0.0, 100.0))
+                        });
+                        let vs_reference_predictive = (self.draws > 0 && c != reference).then(|| {
+                            let draws: Vec<Component> = at.iter().map(|(_, d)| Component::of(d)).collect();
+                            Predictive::of(Component::of(&fit_diff), &draws, (-100.0, 100.0))
+                        });
                         cells.push(Cell {
                             setting: setting.name.clone(),
                             metric: metric.clone(),
@@ -360,6 +439,8 @@ impl WhatIf {
                             condition: cond.name.clone(),
                             value: estimate(&xs, sp.bootstrap, seed),
                             vs_reference: (c != reference).then(|| paired(&base, &xs, sp.bootstrap, seed ^ 1)),
+                            predictive,
+                            vs_reference_predictive,
                         });
                     }
                 }
@@ -416,10 +497,16 @@ impl WhatIf {
             sp.settings.iter().map(|s| format!("`{}`{}", s.name, s.tasks.map_or(String::new(), |n| format!(" ({n} tasks)")))).collect::<Vec<_>>().join(", "),
             topologies.join(", "),
             sp.replicates,
-            self.jobs.len(),
+            self.jobs.len() / (self.draws + 1),
             sp.arms.len(),
             sp.bootstrap
         ));
+        if self.draws > 0 {
+            md.push_str(&format!(
+                "Calibration uncertainty: every run also ran at the first {} posterior draws of its backbone's stand-in (`memlink whatif --ensemble`; models/<backbone>.ensemble.ron), on the same seeds. The tables show the fitted profile's values with their seed-only intervals; the section *Calibration uncertainty* below gives each difference's 95% predictive interval over the draws and the seeds, and the calibration's share of its variance.\n\n",
+                self.draws
+            ));
+        }
         md.push_str("Conditions:\n\n");
         for c in &sp.conditions {
             let mut caps = if c.capabilities.is_empty() {
@@ -538,6 +625,30 @@ impl WhatIf {
                 ));
             }
         }
+        if self.draws > 0 {
+            md.push_str(&format!(
+                "## Calibration uncertainty\n\nEach condition's paired difference from **{}** at the fitted profile, its seed-only 95% interval (the bootstrap above), its 95% predictive interval over {} posterior draws and the seeds, and the calibration's share of the predictive variance.\n\n| setting | metric | arm | condition | Δ | seed-only | predictive | calib. |\n|---|---|---|---|---|---|---|---|\n",
+                sp.reference, self.draws
+            ));
+            for c in &a.cells {
+                if let (Some(d), Some(p)) = (&c.vs_reference, &c.vs_reference_predictive) {
+                    md.push_str(&format!(
+                        "| {} | {} | {} | {} | {:+.1} | [{:+.1}, {:+.1}] | [{:+.1}, {:+.1}] | {:.0}% |\n",
+                        c.setting,
+                        c.metric,
+                        c.arm,
+                        c.condition,
+                        d.mean,
+                        d.lo,
+                        d.hi,
+                        p.interval.0,
+                        p.interval.1,
+                        100.0 * p.calibration_share
+                    ));
+                }
+            }
+            md.push('\n');
+        }
         md.push_str("## Paired differences whose interval excludes zero\n\n");
         let mut any = false;
         for c in &a.cells {
@@ -545,8 +656,21 @@ impl WhatIf {
                 && (d.lo > 0.0 || d.hi < 0.0)
             {
                 any = true;
+                let calibration = match &c.vs_reference_predictive {
+                    Some(p) if p.interval.0 > 0.0 || p.interval.1 < 0.0 => {
+                        format!(
+                            "; predictive [{:+.1}, {:+.1}]: it holds over the calibration's uncertainty",
+                            p.interval.0, p.interval.1
+                        )
+                    }
+                    Some(p) => format!(
+                        "; predictive [{:+.1}, {:+.1}] includes zero: the calibration's uncertainty leaves it open",
+                        p.interval.0, p.interval.1
+                    ),
+                    None => String::new(),
+                };
                 md.push_str(&format!(
-                    "- {} · {} · {}: **{}** moves it by {:+.1} [{:+.1}, {:+.1}] points against **{}**\n",
+                    "- {} · {} · {}: **{}** moves it by {:+.1} [{:+.1}, {:+.1}] points against **{}**{calibration}\n",
                     c.setting, c.metric, c.arm, c.condition, d.mean, d.lo, d.hi, sp.reference
                 ));
             }

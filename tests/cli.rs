@@ -173,3 +173,36 @@ fn effects_compare_the_published_tables_and_refuse_a_bad_targets_file() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("targets.csv"), "{}", stderr(&o));
 }
+
+/// `run --ensemble N`: the fit's results are the plain run's bytes, ensemble.csv holds every
+/// draw's rounds, the printout gives each metric's range over the draws; a bad count is a
+/// clear error, not a panic.
+#[test]
+fn run_with_an_ensemble_adds_the_draws_and_keeps_the_fit() {
+    let plain = scratch("ens-plain");
+    let with = scratch("ens-with");
+    let o = memlink(&["run", "scenarios/quickstart.ron", "--out", plain.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = memlink(&["run", "scenarios/quickstart.ron", "--ensemble", "3", "--out", with.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("calibration uncertainty: 3 posterior draws"), "{out}");
+    assert!(out.contains("round 3: MDSR"), "{out}");
+    let read = |d: &PathBuf, f: &str| std::fs::read_to_string(d.join(f)).unwrap();
+    assert_eq!(read(&plain, "summary.json"), read(&with, "summary.json"));
+    let csv = read(&with, "ensemble.csv");
+    // (fit + 3 draws) × 2 arms × 3 rounds, after the header.
+    assert_eq!(csv.lines().count(), 1 + 4 * 2 * 3, "{csv}");
+    assert!(csv.lines().nth(1).unwrap().starts_with("fit,No Defense,"));
+    assert!(csv.lines().last().unwrap().starts_with("2,MAPLE-Guard,"));
+    let again = scratch("ens-again");
+    let o = memlink(&["run", "scenarios/quickstart.ron", "--ensemble", "3", "--out", again.to_str().unwrap()]);
+    assert!(o.status.success());
+    assert_eq!(csv, read(&again, "ensemble.csv"), "the same draws, the same bytes");
+    let o = memlink(&["run", "scenarios/quickstart.ron", "--ensemble", "0", "--out", again.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("1 to 32 draws"), "{}", stderr(&o));
+    for d in [plain, with, again] {
+        std::fs::remove_dir_all(d).ok();
+    }
+}

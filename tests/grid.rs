@@ -150,6 +150,8 @@ fn the_report_sets_the_table_beside_published_numbers() {
         per_topology: Vec::new(),
         mdsr: (m, 0.0),
         rda: (d, 0.0),
+        mdsr_predictive: None,
+        rda_predictive: None,
     };
     let t = |guard: &str, metric: &str, percent: f64, sd: Option<f64>| Target {
         line: 2,
@@ -187,4 +189,69 @@ fn the_report_sets_the_table_beside_published_numbers() {
     assert!(md.contains("Baseline cells within 5 points: 1 of the 1 whose"), "{md}");
     assert!(md.contains("the other 1 as differing by more than 10 points"), "{md}");
     assert!(md.contains("1 of all 2."), "{md}");
+}
+
+/// `grid --ensemble`: each run again at each posterior draw, on the same seeds, recorded with
+/// its draw; the table keeps the fit's values and adds the intervals; CSV adds `_lo`/`_hi`.
+#[test]
+fn an_ensemble_grid_runs_every_cell_at_each_draw_and_prints_predictive_intervals() {
+    use memlink::predictive::Ensembles;
+    let path = common::path("tests/fixtures/grid/small.ron");
+    let (spec, runs) = expand(&path).unwrap();
+    let n = runs.len();
+    let all = memlink::grid::with_ensemble(runs.clone(), &mut Ensembles::new(Some(2))).unwrap();
+    assert_eq!(all.len(), 3 * n);
+    assert!(all[..n].iter().all(|r| r.draw.is_none()));
+    assert!(all[n..2 * n].iter().all(|r| r.draw == Some(0)) && all[2 * n..].iter().all(|r| r.draw == Some(1)));
+    assert!(all.iter().enumerate().all(|(i, r)| r.index == i));
+    // A draw moves only the scenario's workload (MMLU) in the profile; the seeds are the fit's.
+    let e =
+        memlink::calibrate::ensemble::Ensemble::load(&common::path("models/qwen3.5-122b-a10b.ensemble.ron")).unwrap();
+    let fit = &runs[0].scenario.profile;
+    let at = &all[n].scenario.profile;
+    assert_eq!(all[n].seed, runs[0].seed);
+    assert_eq!(fit.workloads["appworld"], at.workloads["appworld"]);
+    assert_eq!(at.workloads["mmlu"].skill, e.draws[0]["mmlu.skill"]);
+    let records = run_grid(&spec, &all);
+    let again = run_grid(&spec, &all);
+    assert_eq!(records, again, "the same grid, the same records");
+    let rows = table(&records, 3);
+    // The fit's values are the table's, with or without the draws.
+    let plain = table(&run_grid(&spec, &runs), 3);
+    assert_eq!(
+        rows.iter().map(|r| (r.mdsr, r.rda)).collect::<Vec<_>>(),
+        plain.iter().map(|r| (r.mdsr, r.rda)).collect::<Vec<_>>()
+    );
+    let p = rows[0].mdsr_predictive.expect("a predictive interval");
+    assert_eq!(p.draws, 2);
+    assert!(p.interval.0 <= p.interval.1 && (0.0..=1.0).contains(&p.calibration_share));
+    assert!(p.seed.is_some(), "four runs per topology give a seed-only interval");
+    let csv = memlink::grid::csv(&rows, 3);
+    let header = csv.lines().next().unwrap();
+    assert!(header.contains("mdsr_at_3_lo,mdsr_at_3_hi") && header.contains("rda_at_3_lo,rda_at_3_hi"), "{header}");
+    assert!(csv.lines().all(|l| l.split(',').count() == header.split(',').count()));
+    let md = memlink::grid::markdown(&rows, 3);
+    assert!(md.contains("predictive interval over 2 posterior draws"), "{md}");
+    // The results file keeps the draw and reads back to the same table.
+    let dir = std::env::temp_dir().join(format!("memlink-grid-ensemble-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("results.jsonl");
+    write_records(&file, &records).unwrap();
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.lines().next().is_some_and(|l| !l.contains("\"draw\"")), "a fit record has no draw field");
+    assert!(text.lines().last().is_some_and(|l| l.contains("\"draw\":1")));
+    assert_eq!(table(&read_records(&file).unwrap(), 3), rows);
+    // More draws than the ensemble has, and a profile without an ensemble, are errors naming
+    // what is missing.
+    let err = memlink::grid::with_ensemble(runs.clone(), &mut Ensembles::new(Some(e.draws.len() + 1))).unwrap_err();
+    assert!(err.to_string().contains(&format!("1 to {} draws", e.draws.len())), "{err}");
+    let base = std::fs::read_to_string(common::path("tests/fixtures/grid/base.ron")).unwrap();
+    let profile = dir.join("mine.ron");
+    std::fs::copy(common::path("models/qwen3.5-122b-a10b.ron"), &profile).unwrap();
+    std::fs::write(dir.join("base.ron"), base.replace("\"qwen3.5-122b-a10b\"", "\"mine.ron\"")).unwrap();
+    std::fs::write(dir.join("g.ron"), "(name: \"g\", base: \"base.ron\")").unwrap();
+    let (_, mine) = expand(&dir.join("g.ron")).unwrap();
+    let err = memlink::grid::with_ensemble(mine, &mut Ensembles::new(None)).unwrap_err().to_string();
+    assert!(err.contains("mine.ensemble.ron") && err.contains("memlink calibrate"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
 }

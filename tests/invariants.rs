@@ -151,3 +151,28 @@ fn bad_check_files_are_refused_with_positions() {
     let e = memlink::scenario::load_str(&text, &common::path("scenarios/test.ron")).unwrap_err().to_string();
     assert!(e.contains("invalid `invariants`") && e.contains("poison-never-shared"), "{e}");
 }
+
+/// `check --ensemble`: cases range over the posterior draws too. A guard that breaks only
+/// away from the fitted profile is caught at a draw, the minimal case keeps its draw (it cannot
+/// shrink to the fit, where nothing fails), and that case's scenario carries the draw's
+/// profile.
+#[test]
+fn an_ensemble_check_draws_cases_over_the_posterior_draws() {
+    use memlink::predictive::Ensembles;
+    let plain = Check::load(&common::path("scenarios/invariants/maple.ron")).unwrap();
+    let fit = plain.scenario(&plain.smallest(), "tainted-never-promoted").unwrap().profile;
+    let only_off_fit = |ls: &LoadedScenario| if ls.profile == fit { Ok(None) } else { with_promote_all(ls) };
+    // Without an ensemble every case is at the fit: nothing fails.
+    assert!(plain.search(None, "tainted-never-promoted", 40, &only_off_fit, &|| {}).unwrap().minimal.is_none());
+    let check = Check::load(&common::path("scenarios/invariants/maple.ron"))
+        .unwrap()
+        .with_ensemble(&mut Ensembles::new(Some(4)))
+        .unwrap();
+    assert_eq!(check.draws(), 4);
+    let found = check.search(None, "tainted-never-promoted", 300, &only_off_fit, &|| {}).unwrap();
+    let case = found.minimal.expect("a case at a draw that moves the profile");
+    assert!((1..=4).contains(&case.draw), "{case:?}");
+    let ls = check.scenario(&case, "tainted-never-promoted").unwrap();
+    assert_ne!(ls.profile, fit);
+    assert!(only_off_fit(&ls).unwrap().is_some());
+}

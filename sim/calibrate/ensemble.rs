@@ -150,6 +150,23 @@ impl Ensemble {
         }
         Ok(p)
     }
+
+    /// `base` with draw `k`'s values of `workload`'s parameters alone (the parameters named
+    /// `<workload>.…`). A run reads only its own workload's parameters, so a draw that differs
+    /// from another only in other workloads' values gives it the same profile, the same
+    /// configuration hash, and is simulated once.
+    pub fn profile_for(&self, base: &Profile, k: usize, workload: &str) -> std::result::Result<Profile, String> {
+        let mut p = base.clone();
+        let draw = self.draws.get(k).ok_or_else(|| format!("draw {k} of {}", self.draws.len()))?;
+        for (name, v) in draw {
+            let (w, field) = name.split_once('.').ok_or_else(|| format!("a `workload.field` name, not `{name}`"))?;
+            if w == workload {
+                set_param(&mut p, w, field, *v)
+                    .ok_or_else(|| format!("parameter `{name}` of profile `{}`", base.name))?;
+            }
+        }
+        Ok(p)
+    }
 }
 
 fn is_zero(v: &f64) -> bool {

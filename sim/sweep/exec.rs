@@ -24,6 +24,9 @@ pub struct Job {
     /// The study's condition, for the stratum of its report records (see
     /// [`crate::records::stratum`]); empty when the study has none.
     pub label: String,
+    /// The per-round metrics the study reads, when it reads only some (its stored results and
+    /// report records then hold those alone; see [`crate::records::ArmResult::project`]).
+    pub keep: Option<&'static [&'static str]>,
 }
 
 impl Job {
@@ -38,12 +41,24 @@ impl Job {
         let mut h = blake3::Hasher::new();
         h.update(base.as_bytes());
         h.update(&seed.to_le_bytes());
-        Job { scenario, seed, hash: h.finalize().to_hex()[..32].to_string(), label: String::new() }
+        Job { scenario, seed, hash: h.finalize().to_hex()[..32].to_string(), label: String::new(), keep: None }
     }
 
     /// The job with its study's condition label.
     pub fn labelled(mut self, label: &str) -> Self {
         self.label = label.to_string();
+        self
+    }
+
+    /// The job keeping only the per-round metrics `keep` of its results (its hash says so, so
+    /// a stored full result and a projected one never stand for each other).
+    pub fn keeping(mut self, keep: &'static [&'static str]) -> Self {
+        let mut h = blake3::Hasher::new();
+        h.update(self.hash.as_bytes());
+        h.update(b"\0keep:");
+        h.update(keep.join(",").as_bytes());
+        self.hash = h.finalize().to_hex()[..32].to_string();
+        self.keep = Some(keep);
         self
     }
 }
@@ -250,7 +265,7 @@ pub fn execute(jobs: &[Job], dir: &Path, shard: Option<Shard>, bar: &indicatif::
                 hash: j.hash.clone(),
                 seed: j.seed,
                 memlink: env!("CARGO_PKG_VERSION").into(),
-                arms: crate::run::arm_results(&j.scenario, j.seed, &j.label),
+                arms: crate::run::arm_results(&j.scenario, j.seed, &j.label, j.keep),
                 digest: String::new(),
             };
             out.digest = out.content_digest();

@@ -11,8 +11,10 @@ use crate::scenario::{Attackers, LoadedScenario, load};
 use crate::topology::Topology;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+mod table;
+pub use table::{TableRow, csv, markdown, table, versus_paper};
 
 /// A grid file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -82,6 +84,8 @@ pub struct GridRun {
     pub attackers: String,
     /// The scenario to run.
     pub scenario: LoadedScenario,
+    /// The posterior draw its profile is at (`None`: the fitted profile).
+    pub draw: Option<usize>,
 }
 
 /// One result line: a run's labels and one arm's summary.
@@ -122,6 +126,10 @@ pub struct GridRecord {
     pub rda_lower: Vec<f64>,
     /// Trace hash of the arm.
     pub trace_hash: String,
+    /// The posterior draw of the backbone's stand-in the run used (`--ensemble`; absent: the
+    /// fitted profile, the table's point estimate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draw: Option<usize>,
 }
 
 impl GridRecord {
@@ -150,9 +158,13 @@ impl GridRecord {
             mdsr_upper: series("mdsr_upper"),
             rda_lower: series("rda_lower"),
             trace_hash: a.trace_hash.clone(),
+            draw: r.draw,
         }
     }
 }
+
+/// The per-round metrics a grid record reads (what a run at an ensemble draw keeps).
+pub const KEPT: &[&str] = &["mdsr", "rda", "asr", "mdsr_upper", "rda_lower"];
 
 /// Runs a grid through the sweep engine: each run's result is stored in `<dir>/runs/` as it
 /// finishes, so a killed grid resumes and a rerun skips what is done; with `shard`, only that
@@ -166,8 +178,17 @@ pub fn run_stored(
     bar: &indicatif::ProgressBar,
     label: &str,
 ) -> Result<Option<Vec<GridRecord>>> {
-    let jobs: Vec<crate::sweep::exec::Job> =
-        runs.iter().map(|r| crate::sweep::exec::Job::new(r.scenario.clone(), r.seed).labelled(label)).collect();
+    let jobs: Vec<crate::sweep::exec::Job> = runs
+        .iter()
+        .map(|r| {
+            let job = crate::sweep::exec::Job::new(r.scenario.clone(), r.seed);
+            match r.draw {
+                // A draw's runs keep what the table reads: its records are half the size.
+                Some(_) => job.labelled(crate::predictive::LABEL).keeping(KEPT),
+                None => job.labelled(label),
+            }
+        })
+        .collect();
     crate::sweep::exec::execute(&jobs, dir, shard, bar)?;
     if shard.is_some_and(|s| s.count > 1) {
         return Ok(None);
@@ -314,6 +335,7 @@ pub fn expand_str(text: &str, path: &Path) -> Result<(GridSpec, Vec<GridRun>)> {
                             topology: topo.label(),
                             attackers,
                             scenario: s,
+                            draw: None,
                         });
                     }
                 }
@@ -321,6 +343,25 @@ pub fn expand_str(text: &str, path: &Path) -> Result<(GridSpec, Vec<GridRun>)> {
         }
     }
     Ok((spec, runs))
+}
+
+/// `runs` followed by each of them at each posterior draw of its backbone's stand-in
+/// ([`crate::predictive`]), draw by draw; the draws' runs continue the run indices.
+pub fn with_ensemble(runs: Vec<GridRun>, ensembles: &mut crate::predictive::Ensembles) -> Result<Vec<GridRun>> {
+    let mut per_run = Vec::with_capacity(runs.len());
+    for r in &runs {
+        per_run.push(ensembles.draws_of(&r.scenario)?);
+    }
+    let draws = per_run.iter().map(Vec::len).max().unwrap_or(0);
+    let mut out = runs.clone();
+    for d in 0..draws {
+        for (r, at) in runs.iter().zip(&per_run) {
+            if let Some(s) = at.get(d) {
+                out.push(GridRun { index: out.len(), scenario: s.clone(), draw: Some(d), ..r.clone() });
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Where an entry's error points: the entry's `field` when the entry names it, else the
@@ -440,238 +481,4 @@ fn check_record(r: &GridRecord) -> std::result::Result<(), String> {
         }
     }
     Ok(())
-}
-
-fn mean_sd(xs: &[f64]) -> (f64, f64) {
-    if xs.is_empty() {
-        return (0.0, 0.0);
-    }
-    let m = xs.iter().sum::<f64>() / xs.len() as f64;
-    let v = xs.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / xs.len() as f64;
-    (m, v.sqrt())
-}
-
-/// One row of the table: an arm's metric at round `k` (1-based) in one setting with one
-/// backbone, the mean over topologies of each topology's mean over seeds and attacker sets, and
-/// the across-topology population standard deviation.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct TableRow {
-    /// Backbone profile.
-    pub backbone: String,
-    /// Setting name.
-    pub setting: String,
-    /// Arm name.
-    pub arm: String,
-    /// Per topology: (label, MDSR@k mean, RDA@k mean, runs).
-    pub per_topology: Vec<(String, f64, f64, usize)>,
-    /// MDSR@k mean and across-topology sd, in percent.
-    pub mdsr: (f64, f64),
-    /// RDA@k mean and across-topology sd, in percent.
-    pub rda: (f64, f64),
-}
-
-/// First-seen order of the distinct values of `key` over `records`.
-fn first_seen<'a>(records: &'a [GridRecord], key: impl Fn(&'a GridRecord) -> &'a str) -> Vec<&'a str> {
-    let mut out: Vec<&str> = Vec::new();
-    for r in records {
-        let k = key(r);
-        if !out.contains(&k) {
-            out.push(k);
-        }
-    }
-    out
-}
-
-/// The table of `records` at round `k` (1-based): backbones, settings and arms in first-seen
-/// order, topologies sorted.
-pub fn table(records: &[GridRecord], k: usize) -> Vec<TableRow> {
-    let mut rows = Vec::new();
-    for backbone in first_seen(records, |r| &r.backbone) {
-        for setting in first_seen(records, |r| &r.setting) {
-            let cell: Vec<&GridRecord> =
-                records.iter().filter(|r| r.backbone == backbone && r.setting == setting).collect();
-            let mut arms: Vec<&str> = Vec::new();
-            for r in &cell {
-                if !arms.contains(&r.arm.as_str()) {
-                    arms.push(&r.arm);
-                }
-            }
-            for arm in arms {
-                let mut by_topo: BTreeMap<String, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
-                for r in cell.iter().filter(|r| r.arm == arm) {
-                    let e = by_topo.entry(r.topology.clone()).or_default();
-                    e.0.push(r.mdsr.get(k - 1).copied().unwrap_or(0.0));
-                    e.1.push(r.rda.get(k - 1).copied().unwrap_or(0.0));
-                }
-                let per_topology: Vec<(String, f64, f64, usize)> = by_topo
-                    .iter()
-                    .map(|(t, (m, d))| (t.clone(), 100.0 * mean_sd(m).0, 100.0 * mean_sd(d).0, m.len()))
-                    .collect();
-                let ms: Vec<f64> = per_topology.iter().map(|x| x.1).collect();
-                let ds: Vec<f64> = per_topology.iter().map(|x| x.2).collect();
-                rows.push(TableRow {
-                    backbone: backbone.to_string(),
-                    setting: setting.to_string(),
-                    arm: arm.to_string(),
-                    per_topology,
-                    mdsr: mean_sd(&ms),
-                    rda: mean_sd(&ds),
-                });
-            }
-        }
-    }
-    rows
-}
-
-/// The table as markdown, shaped like the paper's Table 2: one table per backbone, a row per
-/// arm, per setting "MDSR@k | RDA@k" as mean ± across-topology sd; then the per-topology means.
-pub fn markdown(rows: &[TableRow], k: usize) -> String {
-    let mut s = String::new();
-    let mut backbones: Vec<&str> = Vec::new();
-    for r in rows {
-        if !backbones.contains(&r.backbone.as_str()) {
-            backbones.push(&r.backbone);
-        }
-    }
-    for b in backbones {
-        let mine: Vec<&TableRow> = rows.iter().filter(|r| r.backbone == b).collect();
-        let mut settings: Vec<&str> = Vec::new();
-        let mut arms: Vec<&str> = Vec::new();
-        for r in &mine {
-            if !settings.contains(&r.setting.as_str()) {
-                settings.push(&r.setting);
-            }
-            if !arms.contains(&r.arm.as_str()) {
-                arms.push(&r.arm);
-            }
-        }
-        if !b.is_empty() {
-            s.push_str(&format!("**{b}** (round {k}; mean ± sd over topologies, %)\n\n"));
-        }
-        s.push_str("| arm |");
-        for st in &settings {
-            s.push_str(&format!(" {st} MDSR@{k} | {st} RDA@{k} |"));
-        }
-        s.push_str("\n|---|");
-        s.push_str(&"---|---|".repeat(settings.len()));
-        s.push('\n');
-        for arm in &arms {
-            s.push_str(&format!("| {arm} |"));
-            for st in &settings {
-                match mine.iter().find(|r| r.arm == *arm && r.setting == *st) {
-                    Some(r) => {
-                        s.push_str(&format!(" {:.1} ± {:.1} | {:.1} ± {:.1} |", r.mdsr.0, r.mdsr.1, r.rda.0, r.rda.1))
-                    }
-                    None => s.push_str(" – | – |"),
-                }
-            }
-            s.push('\n');
-        }
-        s.push_str("\nPer topology (MDSR / RDA, runs):\n\n| setting | arm | per topology |\n|---|---|---|\n");
-        for r in &mine {
-            let per: Vec<String> =
-                r.per_topology.iter().map(|(t, m, d, n)| format!("{t}: {m:.1} / {d:.1} ({n})")).collect();
-            s.push_str(&format!("| {} | {} | {} |\n", r.setting, r.arm, per.join("; ")));
-        }
-        s.push('\n');
-    }
-    s
-}
-
-/// The table as CSV, one line per backbone, setting and arm.
-pub fn csv(rows: &[TableRow], k: usize) -> String {
-    let mut s = format!("backbone,setting,arm,mdsr_at_{k},mdsr_sd,rda_at_{k},rda_sd\n");
-    for r in rows {
-        s.push_str(&format!(
-            "{},{},{},{},{},{},{}\n",
-            r.backbone, r.setting, r.arm, r.mdsr.0, r.mdsr.1, r.rda.0, r.rda.1
-        ));
-    }
-    s
-}
-
-/// The table next to the published numbers (`targets`, Table 2 rows of the same backbone,
-/// setting and method at round `k`): simulated, published ± its topology spread, and the
-/// residual. MAPLE-Guard's rows are marked as predictions. The last lines count the cells
-/// within issue 4's tolerances (No Defense: 3 points or the reported spread if larger;
-/// baselines: 5 points).
-///
-/// Whether every topology of a row is a random graph.
-fn on_random_graphs(r: &TableRow) -> bool {
-    !r.per_topology.is_empty() && r.per_topology.iter().all(|t| t.0.starts_with("random"))
-}
-
-/// A grid on random topologies only is compared with the round-level tables (11–15, "random")
-/// instead, without the Table 2 tolerance counts.
-pub fn versus_paper(rows: &[TableRow], targets: &[crate::calibrate::Target], k: usize) -> String {
-    let random = !rows.is_empty() && rows.iter().all(on_random_graphs);
-    let find = |r: &TableRow, metric: &str| {
-        targets.iter().find(|t| {
-            // Table 4's scale rows name neither backbone nor setting: a grid setting called
-            // `scale_30_agents` stands for `table4_scale_30_agents`.
-            let scale = random && t.source == format!("table4_{}", r.setting);
-            (scale
-                || (if random {
-                    t.source.starts_with("table1") && t.topology == "random"
-                } else {
-                    t.source == "table2" && t.topology == "mean(star,chain,tree)"
-                }) && t.backbone == r.backbone
-                    && t.setting == r.setting)
-                && t.guard == r.arm
-                && t.metric == format!("{metric}@{k}")
-        })
-    };
-    let mut s = format!(
-        "| backbone | setting | method | MDSR@{k} sim | paper | Δ | RDA@{k} sim | paper | Δ | role |\n|---|---|---|---|---|---|---|---|---|---|\n"
-    );
-    let (mut nd, mut nd_ok, mut base, mut base_ok) = (0, 0, 0, 0);
-    let (mut consistent, mut consistent_ok) = (0, 0);
-    let effects = crate::calibrate::effects::effects(targets);
-    for r in rows {
-        let maple = r.arm.to_lowercase().contains("maple");
-        let cells = [(r.mdsr.0, find(r, "MDSR")), (r.rda.0, find(r, "RDA"))];
-        let mut line = format!("| {} | {} | {} |", r.backbone, r.setting, r.arm);
-        for (sim, t) in cells {
-            match t {
-                Some(t) => {
-                    let d = sim - t.percent;
-                    let spread = t.topology_std.unwrap_or(0.0);
-                    line.push_str(&format!(" {sim:.1} | {:.1} ± {spread:.1} | {d:+.1} |", t.percent));
-                    if !maple && r.arm == "No Defense" {
-                        nd += 1;
-                        nd_ok += usize::from(d.abs() <= 3.0f64.max(spread));
-                    } else if !maple {
-                        base += 1;
-                        base_ok += usize::from(d.abs() <= 5.0);
-                        if !crate::calibrate::effects::inconsistent(
-                            &effects,
-                            &r.backbone,
-                            &r.setting,
-                            &r.arm,
-                            &t.metric,
-                        ) {
-                            consistent += 1;
-                            consistent_ok += usize::from(d.abs() <= 5.0);
-                        }
-                    }
-                }
-                None => line.push_str(&format!(" {sim:.1} | – | – |")),
-            }
-        }
-        // A Table 2 cell simulated as the round-level tables were (the grid file says why).
-        let on_random = !random && on_random_graphs(r);
-        line.push_str(if maple { " prediction (never fitted)" } else { " stand-in / detector parameters" });
-        line.push_str(if on_random { "; run on random graphs, as the round-level tables |\n" } else { " |\n" });
-        s.push_str(&line);
-    }
-    if random {
-        s.push_str("\nRandom-topology tables (the round-level Tables 11–15, the scale rows of Table 4): residuals shown, no tolerance applies.\n");
-    } else {
-        s.push_str(&format!(
-            "\nNo Defense cells within 3 points (or the reported spread): {nd_ok} of {nd}. Baseline cells within 5 points: {consistent_ok} of the {consistent} whose published effect the round-level table does not contradict (the criterion: `memlink effects` marks the other {} as differing by more than {} points between the tables, and no guard with one effect on both kinds of graph can meet both); {base_ok} of all {base}.\n",
-            base - consistent,
-            crate::calibrate::effects::INCONSISTENT_GAP
-        ));
-    }
-    s
 }
