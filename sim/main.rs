@@ -259,6 +259,12 @@ enum Cmd {
         /// Continue a killed sweep (finished runs are always kept; this is the default too).
         #[arg(long)]
         resume: bool,
+        /// Also run the design at the first N posterior draws of each base's stand-in
+        /// (`models/<backbone>.ensemble.ron`; all draws without N), on the same seeds: the
+        /// analysis is the fit's, and ensemble.json and summary.md add each quantity's 95%
+        /// predictive interval and the calibration's share.
+        #[arg(long, value_name = "N")]
+        ensemble: Option<Option<usize>>,
         /// Run only shard i of N (`i/N`; default: Slurm's array variables when set).
         #[arg(long)]
         shard: Option<String>,
@@ -801,8 +807,11 @@ fn dispatch(cmd: Cmd) -> Result<()> {
             }
             Ok(())
         }
-        Cmd::Sweep { sweep, out, resume: _, shard, quiet } => {
-            let sw = memlink::sweep::Sweep::load(&sweep)?;
+        Cmd::Sweep { sweep, out, resume: _, ensemble, shard, quiet } => {
+            let sw = match ensemble {
+                Some(n) => memlink::sweep::Sweep::load_ensemble(&sweep, &mut memlink::predictive::Ensembles::new(n))?,
+                None => memlink::sweep::Sweep::load(&sweep)?,
+            };
             let plan = &sw.plan;
             let dir = out.unwrap_or_else(|| PathBuf::from("runs/sweeps").join(&plan.spec.name));
             // One writer per output folder: a second memlink waits instead of interleaving.
@@ -830,7 +839,7 @@ fn dispatch(cmd: Cmd) -> Result<()> {
                 return Ok(());
             }
             let results = memlink::sweep::collect_plan(plan, &dir)?;
-            memlink::sweep::finalize(plan, &results, &dir)?;
+            memlink::sweep::ensemble::finalize_with_draws(plan, &results, &dir)?;
             println!(
                 "wrote {}/summary.md, runs.csv, runs.jsonl, problem.json, analysis.json and the figures",
                 dir.display()

@@ -247,3 +247,44 @@ fn a_grid_runs_through_the_engine_and_a_rerun_skips_what_is_done() {
     ok(&o);
     assert_eq!(first, std::fs::read(out.join("results.jsonl")).unwrap());
 }
+
+/// `sweep --ensemble`: the fit's outputs are the plain sweep's bytes (summary.md gains a
+/// section at its end), and ensemble.json gives every quantity its predictive interval.
+#[test]
+fn an_ensemble_sweep_keeps_the_fits_outputs_and_adds_predictive_intervals() {
+    let (d, sweep) = setup("ensemble", &OAT.replace("Some(6)", "Some(3)"), 8);
+    std::fs::copy(
+        common::path("models/qwen3.5-122b-a10b.ensemble.ron"),
+        d.join("models/qwen3.5-122b-a10b.ensemble.ron"),
+    )
+    .unwrap();
+    let s = sweep.to_str().unwrap();
+    let (plain, with) = (d.join("plain"), d.join("with"));
+    ok(&memlink(&["sweep", s, "--out", plain.to_str().unwrap(), "--quiet"]));
+    ok(&memlink(&["sweep", s, "--ensemble", "2", "--out", with.to_str().unwrap(), "--quiet"]));
+    for ((name, a), (other, b)) in outputs(&plain).into_iter().zip(outputs(&with)) {
+        assert_eq!(name, other);
+        if name == "summary.md" {
+            let (a, b) = (String::from_utf8(a).unwrap(), String::from_utf8(b).unwrap());
+            let extra = b.strip_prefix(&a).expect("the plain summary, then the ensemble's section");
+            assert!(
+                extra.contains("## Calibration uncertainty") && extra.contains("first 2 posterior draws"),
+                "{extra}"
+            );
+            assert!(extra.contains("memory_weight×1.2 effect"), "{extra}");
+        } else {
+            assert!(a == b, "{name} is the plain sweep's");
+        }
+    }
+    let e: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(with.join("ensemble.json")).unwrap()).unwrap();
+    assert_eq!(e["draws"], 2);
+    let q = e["quantities"].as_array().unwrap();
+    // Two arms × two default metrics × (nominal + 3 factors × 2 steps).
+    assert!(!q.is_empty() && q.len().is_multiple_of(7), "{}", q.len());
+    for x in q {
+        let p = &x["predictive"];
+        assert!(p["interval"][0].as_f64().unwrap() <= p["interval"][1].as_f64().unwrap(), "{x}");
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}

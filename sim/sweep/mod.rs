@@ -10,6 +10,7 @@
 //! design's figures.
 
 pub mod design;
+pub mod ensemble;
 pub mod exec;
 pub mod factor;
 mod output;
@@ -116,6 +117,10 @@ pub struct PlannedRun {
     pub replicate: usize,
     /// Every factor's value, in factor order.
     pub values: Vec<f64>,
+    /// The posterior draw of the stand-in the run is at (`--ensemble`; absent: the fitted
+    /// profile, which the analysis reads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draw: Option<usize>,
 }
 
 /// A factor as the plan records it.
@@ -267,6 +272,20 @@ impl Sweep {
 
     /// [`Self::load`] of `text` as if read from `path`.
     pub fn load_str(text: &str, path: &Path) -> Result<Sweep> {
+        Self::load_with(text, path, None)
+    }
+
+    /// [`Self::load`] with every run also planned at each posterior draw of its base's
+    /// stand-in ([`crate::predictive`]): the draw's parameters first, then the point's factors
+    /// over them (a factor that sets a drawn parameter holds it at the factor's value). The
+    /// draws' runs follow the fit's in the plan, so the fit's runs, their order and their
+    /// analysis are the plain sweep's.
+    pub fn load_ensemble(path: &Path, ensembles: &mut crate::predictive::Ensembles) -> Result<Sweep> {
+        let text = read_file(path)?;
+        Self::load_with(&text, path, Some(ensembles))
+    }
+
+    fn load_with(text: &str, path: &Path, mut ensembles: Option<&mut crate::predictive::Ensembles>) -> Result<Sweep> {
         let spec: SweepSpec = parse_ron(path, text)?;
         let invalid = |field: &str, expected: String| Error::Invalid {
             path: path.to_path_buf(),
@@ -372,6 +391,8 @@ impl Sweep {
             .collect();
         let mut runs = Vec::new();
         let mut jobs = Vec::new();
+        // The draws' runs and jobs, per draw, appended after the fit's.
+        let mut draw_runs: Vec<Vec<(PlannedRun, Job)>> = Vec::new();
         let mut names = Vec::new();
         let mut flips = Vec::new();
         for (si, s) in settings.iter().enumerate() {
@@ -417,6 +438,13 @@ impl Sweep {
                 pf.bounds.push(f.bounds(nominal));
             }
             let topologies = spec.topologies.clone().unwrap_or_else(|| vec![base.scenario.topology.clone()]);
+            let draw_profiles: Vec<crate::agent::Profile> = match ensembles.as_deref_mut() {
+                Some(e) => e.draws_of(&base)?.into_iter().map(|ls| ls.profile).collect(),
+                None => Vec::new(),
+            };
+            if draw_runs.len() < draw_profiles.len() {
+                draw_runs.resize_with(draw_profiles.len(), Vec::new);
+            }
             for (pi, coords) in design_points.iter().enumerate() {
                 let values: Vec<f64> = coords
                     .iter()
@@ -441,9 +469,26 @@ impl Sweep {
                     })?;
                     let base_hash = exec::scenario_hash(&ls);
                     let ls = std::sync::Arc::new(ls);
+                    // The same point at each draw: the draw's profile, then the factors.
+                    let mut at_draws = Vec::with_capacity(draw_profiles.len());
+                    for (k, p) in draw_profiles.iter().enumerate() {
+                        let mut dcell = cell.clone();
+                        dcell.profile = p.clone();
+                        let dls = apply(&dcell, &spec.factors, &values, &nominal).map_err(|(i, e)| {
+                            at_factor(
+                                &spec.factors[i],
+                                format!(
+                                    "a value in the parameter's domain at point {pi} ({}), draw {k}: {e}",
+                                    labels[pi]
+                                ),
+                            )
+                        })?;
+                        let h = exec::scenario_hash(&dls);
+                        at_draws.push((std::sync::Arc::new(dls), h));
+                    }
                     for &seed in &seeds {
                         let job = Job::with_hash(ls.clone(), &base_hash, seed);
-                        runs.push(PlannedRun {
+                        let run = PlannedRun {
                             id: format!("p{pi}-{name}-{}-s{seed}", topo.label()),
                             hash: job.hash.clone(),
                             point: pi,
@@ -452,12 +497,28 @@ impl Sweep {
                             seed,
                             replicate,
                             values: values.clone(),
-                        });
+                            draw: None,
+                        };
+                        for (k, (dls, h)) in at_draws.iter().enumerate() {
+                            let djob = Job::with_hash(dls.clone(), h, seed).labelled(crate::predictive::LABEL);
+                            let drun = PlannedRun {
+                                id: format!("{}-d{k}", run.id),
+                                hash: djob.hash.clone(),
+                                draw: Some(k),
+                                ..run.clone()
+                            };
+                            draw_runs[k].push((drun, djob));
+                        }
+                        runs.push(run);
                         jobs.push(job);
                         replicate += 1;
                     }
                 }
             }
+        }
+        for (run, job) in draw_runs.into_iter().flatten() {
+            runs.push(run);
+            jobs.push(job);
         }
         let plan = Plan { spec, settings: names, factors, points: labels, unit, runs, dir, flips };
         Ok(Sweep { plan, jobs })
@@ -555,7 +616,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<()> {
     }
     write_plan(&plan, out)?;
     let results = collect_plan(&plan, out)?;
-    finalize(&plan, &results, out)
+    ensemble::finalize_with_draws(&plan, &results, out)
 }
 
 /// The results of every planned run from `dir`, in plan order.

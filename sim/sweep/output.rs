@@ -87,6 +87,10 @@ fn responses(plan: &Plan, results: &[RunResult]) -> Result<(Responses, SettingAr
     let mut arms: Vec<(String, Vec<String>)> = Vec::new();
     let npoints = plan.points.len();
     for (run, res) in plan.runs.iter().zip(results) {
+        // Runs at posterior draws are summarised apart (super::ensemble).
+        if run.draw.is_some() {
+            continue;
+        }
         if !arms.iter().any(|(s, _)| *s == run.setting) {
             arms.push((run.setting.clone(), res.arms.iter().map(|a| a.arm.clone()).collect()));
         }
