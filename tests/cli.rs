@@ -202,6 +202,28 @@ fn run_with_an_ensemble_adds_the_draws_and_keeps_the_fit() {
     let o = memlink(&["run", "scenarios/quickstart.ron", "--ensemble", "0", "--out", again.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("1 to 32 draws"), "{}", stderr(&o));
+    // One arm: the same, and a profile with no ensemble beside it is a clear error.
+    let quick = std::fs::read_to_string(common::path("scenarios/quickstart.ron")).unwrap();
+    let one_arm = quick.replace("        (name: \"MAPLE-Guard\", guard: Maple(())),\n", "");
+    assert_ne!(one_arm, quick);
+    let p = scenario_file("ens-one-arm", &one_arm);
+    let o = memlink(&["run", p.to_str().unwrap(), "--ensemble", "2", "--out", again.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("qwen3.5-122b-a10b.ensemble.ron") && stderr(&o).contains("memlink calibrate"),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::copy(
+        common::path("models/qwen3.5-122b-a10b.ensemble.ron"),
+        p.parent().unwrap().join("models/qwen3.5-122b-a10b.ensemble.ron"),
+    )
+    .unwrap();
+    let o = memlink(&["run", p.to_str().unwrap(), "--ensemble", "2", "--out", again.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let csv = std::fs::read_to_string(again.join("ensemble.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 3 * 3, "{csv}");
+    assert!(!csv.contains("MAPLE-Guard") && !stdout(&o).contains("\nMAPLE-Guard\n"));
     for d in [plain, with, again] {
         std::fs::remove_dir_all(d).ok();
     }

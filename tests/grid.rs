@@ -188,7 +188,26 @@ fn the_report_sets_the_table_beside_published_numbers() {
     let md = versus_paper(&rows, &more, 3);
     assert!(md.contains("Baseline cells within 5 points: 1 of the 1 whose"), "{md}");
     assert!(md.contains("the other 1 as differing by more than 10 points"), "{md}");
-    assert!(md.contains("1 of all 2."), "{md}");
+    assert!(md.contains("1 of all 2."), "{md}"); // With predictive intervals (an ensemble grid): the columns, and how many published values
+    // fall inside them per role.
+    use memlink::predictive::{Component, Predictive};
+    let with = |r: &TableRow, lo: f64, hi: f64| {
+        let p = |v: f64| {
+            Predictive::of(
+                Component { mean: v, var: 1.0, runs: 3 },
+                &[Component { mean: lo, var: 0.0, runs: 3 }, Component { mean: hi, var: 0.0, runs: 3 }],
+                (0.0, 100.0),
+            )
+        };
+        TableRow { mdsr_predictive: Some(p(r.mdsr.0)), rda_predictive: Some(p(r.rda.0)), ..r.clone() }
+    };
+    let wide = [with(&rows[0], 40.0, 70.0), with(&rows[1], 38.0, 42.0), with(&rows[2], 60.0, 70.0)];
+    let md = versus_paper(&wide, &targets, 3);
+    assert!(md.contains("| MDSR@3 sim | seed-only 95% | predictive 95% | paper |"), "{md}");
+    assert!(md.contains("| b | s | No Defense | 46.0 | [44.0, 48.0] | [40.0, 70.0] | 46.7 ± 1.1 | -0.7 |"), "{md}");
+    // No Defense: MDSR 46.7 and RDA 51.4 inside [40, 70]; PIGuard: 72.2 and 12.0 outside [38, 42].
+    assert!(md.contains("No Defense 2 of 2, baselines 0 of 2, MAPLE-Guard (predictions) 0 of 0."), "{md}");
+    assert!(!versus_paper(&rows, &targets, 3).contains("predictive"));
 }
 
 /// `grid --ensemble`: each run again at each posterior draw, on the same seeds, recorded with
