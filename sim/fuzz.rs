@@ -203,7 +203,21 @@ impl Corpus {
             .collect::<Vec<_>>()
             .join("\n")
             + "\n";
+        // The same records at two posterior draws (`grid --ensemble`): the predictive columns.
+        let mut ensemble = results.clone();
+        let n = results.lines().count();
+        for d in 0..2usize {
+            for (i, l) in results.lines().enumerate() {
+                let mut r: crate::grid::GridRecord = serde_json::from_str(l).expect("a record");
+                r.run = n * (d + 1) + i;
+                r.draw = Some(d);
+                r.mdsr.iter_mut().for_each(|x| *x = (*x * (0.9 + 0.1 * d as f64)).clamp(0.0, 1.0));
+                ensemble.push_str(&serde_json::to_string(&r).expect("serializable"));
+                ensemble.push('\n');
+            }
+        }
         seeds.push(Seed { kind: FileKind::Results, path: root.join("runs/fuzz/results.jsonl"), text: results });
+        seeds.push(Seed { kind: FileKind::Results, path: root.join("runs/fuzz/ensemble-results.jsonl"), text: ensemble });
         // A trace: the quick run's No Defense arm, recorded.
         let (_, trace) = crate::trace::replay::record_arm(&quick, &quick.scenario.arms[0], 7);
         seeds.push(Seed { kind: FileKind::Trace, path: root.join("runs/fuzz/trace.jsonl"), text: trace.to_jsonl() });

@@ -206,7 +206,7 @@ fn the_report_sets_the_table_beside_published_numbers() {
     assert!(md.contains("| MDSR@3 sim | seed-only 95% | predictive 95% | paper |"), "{md}");
     assert!(md.contains("| b | s | No Defense | 46.0 | [44.0, 48.0] | [40.0, 70.0] | 46.7 ± 1.1 | -0.7 |"), "{md}");
     // No Defense: MDSR 46.7 and RDA 51.4 inside [40, 70]; PIGuard: 72.2 and 12.0 outside [38, 42].
-    assert!(md.contains("No Defense 2 of 2, baselines 0 of 2, MAPLE-Guard (predictions) 0 of 0."), "{md}");
+    assert!(md.contains("No Defense 2 of 2, baselines 0 of 2; MAPLE-Guard's rows are predictions whose published values memlink does not read."), "{md}");
     assert!(!versus_paper(&rows, &targets, 3).contains("predictive"));
 }
 

@@ -355,9 +355,14 @@ pub fn versus_paper(rows: &[TableRow], targets: &[crate::calibrate::Target], k: 
     }
     if predictive {
         let [nd_in, base_in, maple_in] = inside;
+        let maple = if maple_in.1 == 0 {
+            "MAPLE-Guard's rows are predictions whose published values memlink does not read".to_string()
+        } else {
+            format!("MAPLE-Guard (predictions) {} of {}", maple_in.0, maple_in.1)
+        };
         s.push_str(&format!(
-            "\nPublished values inside the 95% predictive interval (calibration and seeds): No Defense {} of {}, baselines {} of {}, MAPLE-Guard (predictions) {} of {}.\n",
-            nd_in.0, nd_in.1, base_in.0, base_in.1, maple_in.0, maple_in.1
+            "\nPublished values inside the 95% predictive interval (calibration and seeds): No Defense {} of {}, baselines {} of {}; {maple}.\n",
+            nd_in.0, nd_in.1, base_in.0, base_in.1
         ));
     }
     if random {
