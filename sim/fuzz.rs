@@ -217,7 +217,11 @@ impl Corpus {
             }
         }
         seeds.push(Seed { kind: FileKind::Results, path: root.join("runs/fuzz/results.jsonl"), text: results });
-        seeds.push(Seed { kind: FileKind::Results, path: root.join("runs/fuzz/ensemble-results.jsonl"), text: ensemble });
+        seeds.push(Seed {
+            kind: FileKind::Results,
+            path: root.join("runs/fuzz/ensemble-results.jsonl"),
+            text: ensemble,
+        });
         // A trace: the quick run's No Defense arm, recorded.
         let (_, trace) = crate::trace::replay::record_arm(&quick, &quick.scenario.arms[0], 7);
         seeds.push(Seed { kind: FileKind::Trace, path: root.join("runs/fuzz/trace.jsonl"), text: trace.to_jsonl() });

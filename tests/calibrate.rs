@@ -61,6 +61,34 @@ fn a_fit_is_reproducible_and_resumable() {
     assert_eq!(resumed.parameters, fa.parameters);
 }
 
+/// `coordinates: Logit`: the search moves in each parameter's logit, so it never ends on a
+/// bound, reports progress in the parameters' own units, and resumes as a box search does.
+#[test]
+fn a_fit_in_logit_coordinates_stays_inside_its_bounds_and_resumes() {
+    let dir = scratch("logit");
+    let write = |evals: u32| {
+        let p = small_calibration(&dir, r#""No Defense""#, evals);
+        let text = std::fs::read_to_string(&p)
+            .unwrap()
+            .replace("max_evaluations", "coordinates: Logit,\n    max_evaluations");
+        std::fs::write(&p, text).unwrap();
+        Calibration::load(&p).unwrap()
+    };
+    let cal = write(14);
+    let mut seen = Vec::new();
+    let fit = cal.fit(&dir.join("a"), false, &mut |_, s| seen.push(s.best().0[0])).unwrap();
+    let v = fit.parameters[0].2;
+    assert!(v > 0.5 && v < 2.5, "strictly inside its bounds: {v}");
+    assert!(!seen.is_empty() && seen.iter().all(|x| (0.5..=2.5).contains(x)), "progress in parameter units: {seen:?}");
+    assert!(fit.objective.1 <= fit.objective.0 + 1e-12);
+    let short = write(6);
+    short.fit(&dir.join("c"), false, &mut |_, _| {}).unwrap();
+    std::fs::create_dir_all(dir.join("b")).unwrap();
+    std::fs::rename(dir.join("c/small.state.json"), dir.join("b/small.state.json")).unwrap();
+    let cal = write(14);
+    assert_eq!(cal.fit(&dir.join("b"), true, &mut |_, _| {}).unwrap().parameters, fit.parameters);
+}
+
 #[test]
 fn maple_guard_rows_never_enter_a_fit() {
     let dir = scratch("maple");

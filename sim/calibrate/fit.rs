@@ -235,19 +235,23 @@ impl Calibration {
         let mut x = x0.to_vec();
         let (mut start_total, mut end_total) = (0.0, 0.0);
         let n_fitted = self.fitted_rows().len() as f64;
+        let coords = self.spec.coordinates;
         for (ci, (pi, rows)) in comps.iter().enumerate() {
-            let sub_bounds = Bounds {
+            let param_bounds = Bounds {
                 lo: pi.iter().map(|&i| bounds.lo[i]).collect(),
                 hi: pi.iter().map(|&i| bounds.hi[i]).collect(),
             };
-            let sub0: Vec<f64> = pi.iter().map(|&i| x0[i]).collect();
-            let step: Vec<f64> = pi.iter().map(|&i| 0.1 * (params[i].hi - params[i].lo)).collect();
+            // The simplex moves in the calibration's coordinates; the objective sees parameters.
+            let sub_bounds = coords.bounds(&param_bounds);
+            let sub0 = coords.start(&pi.iter().map(|&i| x0[i]).collect::<Vec<f64>>(), &param_bounds);
+            let step = coords
+                .steps(&pi.iter().map(|&i| 0.1 * (params[i].hi - params[i].lo)).collect::<Vec<f64>>(), &param_bounds);
             let base = x.clone();
             let penalised: Vec<usize> = if penalise { pi.clone() } else { Vec::new() };
             let mut f = |sub: &[f64]| {
                 let mut full = base.clone();
-                for (k, &i) in pi.iter().enumerate() {
-                    full[i] = sub[k];
+                for (k, v) in pi.iter().zip(coords.to_params(sub, &param_bounds)) {
+                    full[*k] = v;
                 }
                 if rows.is_empty() { 0.0 } else { self.objective_on(&full, centre, rows, &penalised) }
             };
@@ -263,11 +267,12 @@ impl Calibration {
                 simplex.step(&sub_bounds, &mut f);
                 done[ci] = simplex.clone();
                 write_atomic(state, &serde_json::to_string_pretty(&done).expect("serializable"))?;
-                progress(first + ci, &simplex);
+                progress(first + ci, &coords.simplex_as_params(&simplex, &param_bounds));
             }
             done[ci] = simplex.clone();
             write_atomic(state, &serde_json::to_string_pretty(&done).expect("serializable"))?;
             let (best, value) = simplex.best();
+            let best = coords.to_params(best, &param_bounds);
             for (k, &i) in pi.iter().enumerate() {
                 x[i] = best[k];
             }

@@ -22,7 +22,7 @@ mod spec;
 mod targets;
 
 pub use fit::Probe;
-pub use nelder_mead::{Bounds, Simplex};
+pub use nelder_mead::{Bounds, Coordinates, Simplex};
 pub use report::{DIRECTION_MIN_CHANGE, Direction, report, round_directions};
 pub use spec::{CalibrationSpec, FitParameter, Loss, RowFilter};
 pub use targets::{Target, read_targets};
@@ -598,7 +598,7 @@ impl Calibration {
                 lo: pi.iter().map(|&i| params[i].lo).collect(),
                 hi: pi.iter().map(|&i| params[i].hi).collect(),
             };
-            x.check(&bounds, self.spec.max_evaluations)
+            x.check(&self.spec.coordinates.bounds(&bounds), self.spec.max_evaluations)
                 .map_err(|e| bad(format!("search {}: {e} (a checkpoint of this calibration)", ci + 1)))?;
         }
         Ok(s)
@@ -618,9 +618,10 @@ impl Calibration {
                     lo: pi.iter().map(|&i| params[i].lo).collect(),
                     hi: pi.iter().map(|&i| params[i].hi).collect(),
                 };
-                let sub: Vec<f64> = pi.iter().map(|&i| x0[i]).collect();
-                let step: Vec<f64> = pi.iter().map(|&i| 0.1 * (params[i].hi - params[i].lo)).collect();
-                Simplex::start(&sub, &step, &b, &mut |x| x.iter().map(|v| v.abs()).sum())
+                let c = self.spec.coordinates;
+                let sub = c.start(&pi.iter().map(|&i| x0[i]).collect::<Vec<f64>>(), &b);
+                let step = c.steps(&pi.iter().map(|&i| 0.1 * (params[i].hi - params[i].lo)).collect::<Vec<f64>>(), &b);
+                Simplex::start(&sub, &step, &c.bounds(&b), &mut |x| x.iter().map(|v| v.abs()).sum())
             })
             .collect()
     }

@@ -31,6 +31,96 @@ impl Bounds {
     }
 }
 
+/// The coordinates a search moves in (a calibration's `coordinates`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Coordinates {
+    /// The parameters themselves, clamped into their box: a fit can end exactly at a bound.
+    #[default]
+    Box,
+    /// `u = logit((x − lo) / (hi − lo))`, within ±[`LOGIT_LIMIT`]: the box's interior is the
+    /// whole search space, so a parameter approaches a bound only as far as the objective keeps
+    /// paying for it, and never sits on it (issue 43, point 2).
+    Logit,
+}
+
+/// The logit coordinate's range: σ(12) leaves 6·10⁻⁶ of a parameter's range to each bound.
+pub const LOGIT_LIMIT: f64 = 12.0;
+
+/// How far inside its bounds a logit search starts, as a share of the range.
+pub const LOGIT_START_MARGIN: f64 = 0.05;
+
+impl Coordinates {
+    /// The box the search moves in, for parameters in `b`.
+    pub fn bounds(&self, b: &Bounds) -> Bounds {
+        match self {
+            Coordinates::Box => b.clone(),
+            Coordinates::Logit => Bounds { lo: vec![-LOGIT_LIMIT; b.lo.len()], hi: vec![LOGIT_LIMIT; b.lo.len()] },
+        }
+    }
+
+    /// Parameters `x` (in `b`) as search coordinates.
+    pub fn to_search(&self, x: &[f64], b: &Bounds) -> Vec<f64> {
+        match self {
+            Coordinates::Box => b.clamp(x),
+            Coordinates::Logit => x
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    let p = ((v - b.lo[i]) / (b.hi[i] - b.lo[i])).clamp(0.0, 1.0);
+                    (p.ln() - (1.0 - p).ln()).clamp(-LOGIT_LIMIT, LOGIT_LIMIT)
+                })
+                .collect(),
+        }
+    }
+
+    /// Where a search from parameters `x` starts: `x` itself in box coordinates; in logit
+    /// coordinates at least [`LOGIT_START_MARGIN`] of each range inside a bound (at a bound the
+    /// logit's slope is nil, so a simplex there could not move).
+    pub fn start(&self, x: &[f64], b: &Bounds) -> Vec<f64> {
+        match self {
+            Coordinates::Box => b.clamp(x),
+            Coordinates::Logit => {
+                let m = LOGIT_START_MARGIN;
+                let inside: Vec<f64> = x
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| v.clamp(b.lo[i] + m * (b.hi[i] - b.lo[i]), b.hi[i] - m * (b.hi[i] - b.lo[i])))
+                    .collect();
+                self.to_search(&inside, b)
+            }
+        }
+    }
+
+    /// Search coordinates `u` as parameters in `b`.
+    pub fn to_params(&self, u: &[f64], b: &Bounds) -> Vec<f64> {
+        match self {
+            Coordinates::Box => b.clamp(u),
+            Coordinates::Logit => u
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    let p = 1.0 / (1.0 + (-v.clamp(-LOGIT_LIMIT, LOGIT_LIMIT)).exp());
+                    b.lo[i] + p * (b.hi[i] - b.lo[i])
+                })
+                .collect(),
+        }
+    }
+
+    /// The initial simplex's steps in search coordinates, for parameter steps `step`: the
+    /// same at the middle of each range (a logit's slope there is a quarter of the range).
+    pub fn steps(&self, step: &[f64], b: &Bounds) -> Vec<f64> {
+        match self {
+            Coordinates::Box => step.to_vec(),
+            Coordinates::Logit => step.iter().enumerate().map(|(i, s)| 4.0 * s / (b.hi[i] - b.lo[i])).collect(),
+        }
+    }
+
+    /// `s` with its vertices in parameter coordinates (for progress lines and reports).
+    pub fn simplex_as_params(&self, s: &Simplex, b: &Bounds) -> Simplex {
+        Simplex { vertices: s.vertices.iter().map(|(u, v)| (self.to_params(u, b), *v)).collect(), ..s.clone() }
+    }
+}
+
 fn sort(v: &mut [(Vec<f64>, f64)]) {
     // Ties keep vertex order, so the simplex is the same on every run.
     v.sort_by(|a, b| a.1.total_cmp(&b.1));
@@ -174,6 +264,38 @@ mod tests {
         let (x, v) = s.best();
         assert!(v < 1e-8, "{v}");
         assert!((x[0] - 1.0).abs() < 1e-3 && (x[1] - 1.0).abs() < 1e-3, "{x:?}");
+    }
+
+    /// A minimum beyond the box: in box coordinates the search ends on the bound; in logit
+    /// coordinates it ends inside, within a hair of it, and the coordinates round-trip.
+    #[test]
+    fn logit_coordinates_keep_a_search_off_its_bounds() {
+        let b = Bounds { lo: vec![0.0, -1.0], hi: vec![2.0, 1.0] };
+        let g = |x: &[f64]| (x[0] + 1.0).powi(2) + (x[1] - 0.3).powi(2);
+        let run = |c: Coordinates| {
+            let sb = c.bounds(&b);
+            let mut f = |u: &[f64]| g(&c.to_params(u, &b));
+            let mut s = Simplex::start(&c.start(&[1.0, 0.0], &b), &c.steps(&[0.2, 0.2], &b), &sb, &mut f);
+            for _ in 0..300 {
+                s.step(&sb, &mut f);
+            }
+            c.to_params(s.best().0, &b)
+        };
+        let boxed = run(Coordinates::Box);
+        assert_eq!(boxed[0], 0.0, "{boxed:?}");
+        let logit = run(Coordinates::Logit);
+        assert!(logit[0] > 0.0 && logit[0] < 1e-3, "{logit:?}");
+        assert!((logit[1] - 0.3).abs() < 1e-3, "{logit:?}");
+        let c = Coordinates::Logit;
+        for x in [[0.5, 0.0], [1.999, -0.999], [1.0, 0.3]] {
+            let back = c.to_params(&c.to_search(&x, &b), &b);
+            assert!((back[0] - x[0]).abs() < 1e-9 && (back[1] - x[1]).abs() < 1e-9, "{x:?} → {back:?}");
+        }
+        // A point on a bound maps to the edge of the search box, not to infinity; a search
+        // from it starts 5% of the range inside.
+        assert_eq!(c.to_search(&[0.0, 1.0], &b), vec![-LOGIT_LIMIT, LOGIT_LIMIT]);
+        let s = c.to_params(&c.start(&[0.0, 1.0], &b), &b);
+        assert!((s[0] - 0.1).abs() < 1e-9 && (s[1] - 0.9).abs() < 1e-9, "{s:?}");
     }
 
     #[test]

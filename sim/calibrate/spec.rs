@@ -162,6 +162,11 @@ pub struct CalibrationSpec {
     /// Stop when the simplex's values differ by less than this.
     #[serde(default = "default_tolerance")]
     pub tolerance: f64,
+    /// The coordinates the searches move in: `Box` (the parameters, clamped into their
+    /// bounds; the default, which every committed fit used) or `Logit` (each parameter's
+    /// logit within its bounds, so that no search ends on a bound).
+    #[serde(default)]
+    pub coordinates: super::nelder_mead::Coordinates,
     /// Smallest spread (percentage points) a target is weighted by.
     #[serde(default = "default_floor")]
     pub spread_floor: f64,
