@@ -148,13 +148,14 @@ impl ArmResult {
         }
     }
 
-    /// The result with only the per-round metrics `keep` and the trace hash: what a study that
-    /// reads nothing else (a calibration reads MDSR and RDA) keeps, a quarter of the bytes.
+    /// The result with only the metrics `keep` (per-round metrics and whole-run scalars, by
+    /// name) and the trace hash: what a study that reads nothing else (a calibration reads
+    /// MDSR and RDA) keeps, a quarter of the bytes.
     pub fn project(mut self, keep: &[&str]) -> Self {
         for r in &mut self.rounds {
             r.retain(|k, _| keep.contains(&k.as_str()));
         }
-        self.scalars.clear();
+        self.scalars.retain(|k, _| keep.contains(&k.as_str()));
         self.exposure_deciles.clear();
         self
     }

@@ -345,10 +345,11 @@ impl WhatIf {
             per_job.push(std::sync::Arc::new(at));
         }
         self.draws = per_job.first().map_or(0, |d| d.len());
+        let keep = self.kept_metrics();
         for d in 0..self.draws {
             for (j, at) in fit.iter().zip(&per_job) {
                 let (ls, h) = &at[d];
-                self.jobs.push(Job::with_hash(ls.clone(), h, j.seed).labelled(crate::predictive::LABEL));
+                self.jobs.push(Job::with_hash(ls.clone(), h, j.seed).labelled(crate::predictive::LABEL).keeping(keep));
             }
         }
         Ok(self)
@@ -360,6 +361,21 @@ impl WhatIf {
         let bar = progress_bar(self.jobs.len() as u64, quiet, &self.spec.name);
         execute(&self.jobs, dir, None, &bar)?;
         collect(&self.jobs, &[dir.to_path_buf()])
+    }
+
+    /// What a run at a posterior draw keeps of its results: the what-if's metrics alone (the
+    /// ledger's work is read from the fit's runs), by name: `rda@3` keeps RDA's rounds, `evasion`
+    /// the scalar. The list lives as long as the process (job configurations are `'static`);
+    /// one short list per loaded what-if.
+    fn kept_metrics(&self) -> &'static [&'static str] {
+        let mut names: Vec<&'static str> = Vec::new();
+        for m in &self.spec.metrics {
+            let name = m.split_once('@').map_or(m.as_str(), |(n, _)| n);
+            if !names.contains(&name) {
+                names.push(Box::leak(name.to_string().into_boxed_str()));
+            }
+        }
+        Box::leak(names.into_boxed_slice())
     }
 
     /// Index of the job of (setting, condition, topology, seed), all 0-based, at the fit.
