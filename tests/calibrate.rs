@@ -68,9 +68,8 @@ fn a_fit_in_logit_coordinates_stays_inside_its_bounds_and_resumes() {
     let dir = scratch("logit");
     let write = |evals: u32| {
         let p = small_calibration(&dir, r#""No Defense""#, evals);
-        let text = std::fs::read_to_string(&p)
-            .unwrap()
-            .replace("max_evaluations", "coordinates: Logit,\n    max_evaluations");
+        let text =
+            std::fs::read_to_string(&p).unwrap().replace("max_evaluations", "coordinates: Logit,\n    max_evaluations");
         std::fs::write(&p, text).unwrap();
         Calibration::load(&p).unwrap()
     };
