@@ -400,8 +400,15 @@ mod tests {
         let draws = [Component { mean: 40.0, var: 20.0, runs: 5 }, Component { mean: 60.0, var: 40.0, runs: 5 }];
         let p = Predictive::of(Component { mean: 50.0, var: 1.0, runs: 5 }, &draws, (0.0, 100.0));
         assert!((p.calibration_share - 100.0 / 130.0).abs() < 1e-12);
-        // The mixture's interval is wider than either draw's own.
-        assert!(p.interval.0 < 40.0 - 1.96 * 20f64.sqrt() + 1.0 && p.interval.1 > 60.0);
+        // The ends are the mixture's 2.5% and 97.5% points: each draw's tail holds half the mass,
+        // so the lower end sits near draw 40's 5% point, the upper near draw 60's 95% point.
+        let cdf =
+            |x: f64| draws.iter().map(|d| Normal::new(d.mean, d.var.sqrt()).expect("finite").cdf(x)).sum::<f64>() / 2.0;
+        assert!((cdf(p.interval.0) - 0.025).abs() < 1e-6, "{:?}", p.interval);
+        assert!((cdf(p.interval.1) - 0.975).abs() < 1e-6, "{:?}", p.interval);
+        // It spans both draws and is wider than either draw's own interval.
+        assert!(p.interval.0 < 40.0 - 1.6 * 20f64.sqrt() && p.interval.1 > 60.0 + 1.6 * 40f64.sqrt());
+        assert!(p.interval.1 - p.interval.0 > 2.0 * 1.96 * 40f64.sqrt());
         assert_eq!(p.draws, 2);
     }
 
