@@ -78,3 +78,84 @@ fn the_overlap_score_counts_non_overlapping_occurrences_of_each_term() {
     assert_eq!(query_overlap_score(q, "bicycles bicycles bicycles bicycles"), 1.35 * 3.0);
     assert_eq!(query_overlap_score(q, "nothing here"), 0.0);
 }
+
+fn with_confusers(
+    path: &str,
+    tasks: u32,
+    confusers: memlink::workload::Confusers,
+) -> memlink::scenario::LoadedScenario {
+    let mut ls = common::bundled(path);
+    if let memlink::workload::WorkloadConfig::LongMemEval(c) = &mut ls.scenario.workload {
+        c.tasks = tasks;
+        c.confusers = confusers;
+    }
+    ls
+}
+
+/// `confusers: Unnamed` keeps every task, truth and haystack round where it was and changes
+/// only what a confuser round names: no round but the evidence names a candidate answer.
+#[test]
+fn unnamed_confusers_are_the_same_rounds_naming_no_candidate() {
+    use memlink::workload::Confusers;
+    let base = "scenarios/ablations/confusers-longmemeval-named.ron";
+    let named =
+        with_confusers(base, 30, Confusers::Named).scenario.workload.generate(&memlink::engine::Streams::new(9));
+    let unnamed =
+        with_confusers(base, 30, Confusers::Unnamed).scenario.workload.generate(&memlink::engine::Streams::new(9));
+    let mut named_confusers = 0;
+    for i in 0..30u32 {
+        let (a, b) = (&named.tasks()[i as usize], &unnamed.tasks()[i as usize]);
+        assert_eq!((&a.id, &a.options, named.truth(i).gold), (&b.id, &b.options, unnamed.truth(i).gold));
+        let gold = &a.options[named.truth(i).gold as usize];
+        let wrong: Vec<&String> = a.options.iter().filter(|o| *o != gold).collect();
+        let (ha, hb) = (named.haystack(i), unnamed.haystack(i));
+        assert_eq!(ha.len(), hb.len());
+        for (x, y) in ha.iter().zip(hb) {
+            assert_eq!((x.session, x.round, x.query_matching), (y.session, y.round, y.query_matching));
+            let confuser = x.text.contains("My cousin mentioned");
+            assert_eq!(confuser, y.text.contains("My cousin mentioned"));
+            if confuser {
+                named_confusers += usize::from(wrong.iter().any(|w| x.text.contains(w.as_str())));
+                assert!(!wrong.iter().any(|w| y.text.contains(w.as_str())), "task {i}: {}", y.text);
+            } else {
+                assert_eq!(x.text, y.text);
+            }
+        }
+    }
+    assert!(named_confusers >= 30, "every task has a confuser that names a wrong candidate: {named_confusers}");
+}
+
+/// The mechanism behind MAPLE-Guard's attack-free LongMemEval deficit (docs/calibration.md):
+/// its retrieval pool and the reference's overlap rerank bring confuser rounds into far more
+/// of its prompts than No Defense's backend top-16 does, and with the confusers naming no
+/// candidate the deficit turns into a gain.
+#[test]
+fn maple_guards_pool_brings_the_confusers_into_its_prompts() {
+    use memlink::workload::Confusers;
+    let base = "scenarios/ablations/confusers-longmemeval-named.ron";
+    let mut mdsr = Vec::new();
+    for confusers in [Confusers::Named, Confusers::Unnamed] {
+        let ls = with_confusers(base, 40, confusers);
+        assert_eq!(ls.scenario.attackers, memlink::scenario::Attackers::Ids(vec![0, 1, 5]));
+        let mut shares = Vec::new();
+        for arm in &ls.scenario.arms {
+            let (run, insp) = World::new(&ls.scenario, &ls.profile, arm, 3, false).run_inspected();
+            let mut prompts = std::collections::BTreeSet::new();
+            let mut with_confuser = std::collections::BTreeSet::new();
+            for (task, round, reader, id, _, _) in &insp.evidence {
+                if *round == 2 && ![0, 1, 5].contains(reader) {
+                    prompts.insert((*task, *reader));
+                    if insp.bank.get(*id).experience.contains("My cousin mentioned") {
+                        with_confuser.insert((*task, *reader));
+                    }
+                }
+            }
+            shares.push(with_confuser.len() as f64 / prompts.len() as f64);
+            mdsr.push(run.summary.rounds[2].mdsr_strict);
+        }
+        assert!(shares[1] > 2.0 * shares[0] && shares[1] > 0.5, "{confusers:?}: No Defense, MAPLE-Guard {shares:?}");
+    }
+    // [Named ND, Named MAPLE, Unnamed ND, Unnamed MAPLE]
+    assert!(mdsr[1] + 0.1 < mdsr[0], "named: MAPLE-Guard below No Defense {mdsr:?}");
+    assert!(mdsr[3] >= mdsr[2] && mdsr[3] > mdsr[1] + 0.2, "unnamed: the deficit gone {mdsr:?}");
+}

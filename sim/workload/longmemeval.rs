@@ -28,6 +28,38 @@ pub struct LongMemEvalConfig {
     pub layout: HaystackLayout,
     /// The order of equal-score haystack candidates (not recorded).
     pub ties: TieOrder,
+    /// Whether a confuser round names its candidate (a diagnostic switch; see [`Confusers`]).
+    #[serde(skip_serializing_if = "Confusers::is_named")]
+    pub confusers: Confusers,
+}
+
+/// How a confuser round speaks of the other candidate answer. The reference's harness reads
+/// the real LongMemEval haystacks; memlink's confuser rounds are its own stand-in for the
+/// distractors in them, so how they read is memlink's choice, not the reference's.
+///
+/// The stand-in reads a round that names one candidate as evidence for it, whoever says it in
+/// the round (`agent::mentioned`), and the adjudicator takes conflicting mentions as no
+/// evidence at all. Under MAPLE-Guard the reference's larger retrieval pool (64 of 256, then
+/// the query-overlap rerank to 16) brings the confusers, which share the question's topic
+/// word, into most prompts, where No Defense's backend top-16 seldom holds one; this switch
+/// measures what that costs (docs/calibration.md, "Qwen's LongMemEval gap").
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum Confusers {
+    /// "User: My cousin mentioned <candidate> when we talked about …": the round names a
+    /// wrong candidate, and pulls towards it as the user's own statement would.
+    #[default]
+    Named,
+    /// The same rounds in the same places, naming no candidate ("… mentioned something …"):
+    /// every retrieval sees the same pool, and no distractor's mention can pull.
+    Unnamed,
+}
+
+impl Confusers {
+    /// The default (`Named`), which a serialised scenario leaves out so that its bytes, and
+    /// every hash of them, stay what they were before the switch existed.
+    pub fn is_named(&self) -> bool {
+        *self == Confusers::Named
+    }
 }
 
 /// LongMemEval's haystack as the reference builds it (`run_longmemeval.py`) or as memlink did.
@@ -64,6 +96,7 @@ impl Default for LongMemEvalConfig {
             target_confuser: 0.3,
             layout: HaystackLayout::Reference,
             ties: TieOrder::Commit,
+            confusers: Confusers::Named,
         }
     }
 }
@@ -323,10 +356,14 @@ fn build_haystack(
     );
     rounds.push((evidence, true));
     // Confusers: the other candidates in unrelated contexts (the target with some probability).
-    for (k, c) in candidates.iter().enumerate().skip(1) {
+    for (k, named) in candidates.iter().enumerate().skip(1) {
         if k == 1 && !rng.bernoulli(cfg.target_confuser) {
             continue;
         }
+        let c = match cfg.confusers {
+            Confusers::Named => named.as_str(),
+            Confusers::Unnamed => "something",
+        };
         // The reference keeps only rounds that share words with the question (its haystack
         // selection), so under that layout a confuser surfaces in the question's context.
         let text = if cfg.layout == HaystackLayout::Reference {

@@ -12,8 +12,8 @@ mod words;
 pub use appworld::{AppWorldConfig, AppWorldWorkload};
 pub use injectagent::{InjectAgentConfig, InjectAgentWorkload};
 pub use longmemeval::{
-    HaystackLayout, HistoryRound, LongMemEvalConfig, LongMemEvalWorkload, QueryTerms, TieOrder, heuristic_target,
-    query_overlap_score,
+    Confusers, HaystackLayout, HistoryRound, LongMemEvalConfig, LongMemEvalWorkload, QueryTerms, TieOrder,
+    heuristic_target, query_overlap_score,
 };
 pub use mcq::{McqConfig, McqWorkload, StreamBuilder};
 pub use schedule::{Poisoning, Schedule, poisoning_set};
