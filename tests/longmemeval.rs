@@ -159,3 +159,29 @@ fn maple_guards_pool_brings_the_confusers_into_its_prompts() {
     assert!(mdsr[1] + 0.1 < mdsr[0], "named: MAPLE-Guard below No Defense {mdsr:?}");
     assert!(mdsr[3] >= mdsr[2] && mdsr[3] > mdsr[1] + 0.2, "unnamed: the deficit gone {mdsr:?}");
 }
+
+/// `reported_weight` scales the pull of a candidate named in someone else's words: at 1 (every
+/// committed profile) the profile serialises as before, so every record key stays (and
+/// `reports/regenerate --check` shows every result byte unchanged); at 0 the confusers stop
+/// pulling, and MAPLE-Guard's deficit turns as it does with unnamed confusers.
+#[test]
+fn the_reported_weight_scales_only_the_confusers_pull() {
+    use memlink::workload::Confusers;
+    let ls = with_confusers("scenarios/ablations/confusers-longmemeval-named.ron", 40, Confusers::Named);
+    assert_eq!(ls.profile.model.reported_weight, 1.0);
+    let json = serde_json::to_string(&ls.profile).unwrap();
+    assert!(!json.contains("reported_weight"), "the neutral value is not serialised");
+    let mut zero = ls.profile.clone();
+    zero.model.reported_weight = 0.0;
+    assert!(serde_json::to_string(&zero).unwrap().contains("\"reported_weight\":0.0"));
+    let mut mdsr = Vec::new();
+    for profile in [&ls.profile, &zero] {
+        for arm in &ls.scenario.arms {
+            let run = World::new(&ls.scenario, profile, arm, 3, false).run();
+            mdsr.push(run.summary.rounds[2].mdsr_strict);
+        }
+    }
+    // [weight 1: ND, MAPLE; weight 0: ND, MAPLE]
+    assert!(mdsr[1] + 0.1 < mdsr[0], "{mdsr:?}");
+    assert!(mdsr[3] >= mdsr[2] && mdsr[3] > mdsr[1] + 0.2, "{mdsr:?}");
+}

@@ -63,9 +63,11 @@ impl DiscreteChoice {
         framing: MemoryFraming,
     ) -> Option<(u8, f64)> {
         let p = &self.p;
-        let (opt, bare) = match stance(m.features, option_tokens) {
-            Some(x) => x,
-            None if open => (mentioned(m.features, option_tokens)?, false),
+        // A candidate named only in someone else's words weighs `reported_weight` of the user's
+        // own statement of it (an open-ended mention; a stance is a claim either way).
+        let (opt, bare, reported) = match stance(m.features, option_tokens) {
+            Some((opt, bare)) => (opt, bare, false),
+            None if open => (mentioned(m.features, option_tokens)?, false, m.features.reported_speech),
             None => return None,
         };
         let framed = if framing == MemoryFraming::Evidence { p.evidence_framing } else { 1.0 };
@@ -83,6 +85,9 @@ impl DiscreteChoice {
         }
         if bare {
             w *= p.bare_letter_discount;
+        }
+        if reported {
+            w *= p.reported_weight;
         }
         Some((opt, w * relevance))
     }

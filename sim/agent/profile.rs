@@ -63,6 +63,18 @@ pub struct WorkloadParams {
     /// provenance-tagged evidence rather than as reusable experiences from successful tasks
     /// ([`super::MemoryFraming`]); 1 = the framing makes no difference.
     pub evidence_framing: f64,
+    /// Factor on the pull of a memory that names an open-ended question's candidate only in
+    /// someone else's words ("my cousin mentioned …", [`crate::text::TextFeatures::reported_speech`]),
+    /// beside a statement of the user's own; 1 = the stand-in reads the two alike, as every
+    /// committed profile does (docs/calibration.md, "Qwen's LongMemEval gap").
+    #[serde(skip_serializing_if = "is_one")]
+    pub reported_weight: f64,
+}
+
+/// Whether `x` is 1: a parameter added after profiles were committed is left out of their
+/// serialised form at its neutral value, so that every record key and hash stays the same.
+fn is_one(x: &f64) -> bool {
+    *x == 1.0
 }
 
 impl Default for WorkloadParams {
@@ -79,7 +91,7 @@ pub const WORKLOAD_FIELDS: [&str; 4] = ["skill", "difficulty_slope", "knowledge_
 /// The fields of [`ModelParams`]: how the backbone follows a retrieved memory under each
 /// framing, its peers, instruction-like and self-claiming text, and an attacker's prompt, and
 /// how it summarises.
-pub const MODEL_FIELDS: [&str; 15] = [
+pub const MODEL_FIELDS: [&str; 16] = [
     "memory_weight",
     "self_claim_gain",
     "instruction_gain",
@@ -95,6 +107,7 @@ pub const MODEL_FIELDS: [&str; 15] = [
     "cite_threshold",
     "peer_caution_discount",
     "evidence_framing",
+    "reported_weight",
 ];
 
 /// What describes the backbone itself, shared by every workload (issue 15): the fields of
@@ -134,6 +147,9 @@ pub struct ModelParams {
     pub peer_caution_discount: f64,
     /// See [`WorkloadParams::evidence_framing`].
     pub evidence_framing: f64,
+    /// See [`WorkloadParams::reported_weight`].
+    #[serde(skip_serializing_if = "is_one")]
+    pub reported_weight: f64,
 }
 
 impl Default for ModelParams {
@@ -154,6 +170,7 @@ impl Default for ModelParams {
             cite_threshold: 0.5,
             peer_caution_discount: 0.3,
             evidence_framing: 1.0,
+            reported_weight: 1.0,
         }
     }
 }
@@ -183,6 +200,7 @@ impl ModelParams {
             "cite_threshold" => &mut self.cite_threshold,
             "peer_caution_discount" => &mut self.peer_caution_discount,
             "evidence_framing" => &mut self.evidence_framing,
+            "reported_weight" => &mut self.reported_weight,
             _ => return None,
         })
     }
@@ -217,6 +235,7 @@ impl ModelParams {
             cite_threshold: m.cite_threshold,
             peer_caution_discount: m.peer_caution_discount,
             evidence_framing: m.evidence_framing,
+            reported_weight: m.reported_weight,
         }
     }
 }
@@ -311,6 +330,7 @@ impl WorkloadParams {
             ("cite_threshold", self.cite_threshold),
             ("peer_caution_discount", self.peer_caution_discount),
             ("evidence_framing", self.evidence_framing),
+            ("reported_weight", self.reported_weight),
         ];
         for (f, v) in nonneg {
             if v < 0.0 || !v.is_finite() {

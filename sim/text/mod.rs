@@ -56,6 +56,9 @@ pub struct TextFeatures {
     pub tool_marker: bool,
     /// Length of `intent + "\n" + experience` in bytes (for the token audit).
     pub bytes: usize,
+    /// A reported-speech pattern matches: the text gives someone else's words
+    /// ([`REPORTED_SPEECH_PATTERNS`], memlink's own; only the stand-in reads it).
+    pub reported_speech: bool,
 }
 
 impl TextFeatures {
@@ -363,6 +366,7 @@ fn build(
         reports_failure,
         tool_marker,
         bytes,
+        reported_speech: count(bits, RS0, REPORTED_SPEECH_PATTERNS.len()) > 0,
     }
 }
 
@@ -540,6 +544,38 @@ mod tests {
             }
             assert_eq!(got, want, "case {case}");
         }
+    }
+
+    #[test]
+    fn reported_speech_is_a_third_partys_words() {
+        let mut lex = Lexicon::new();
+        let reported = [
+            "User: My cousin mentioned Philosophy when we talked about the zorvat plans.",
+            "My friend said Seattle was nicer.",
+            "Someone told me it was last Friday.",
+            "MY BOSS RECOMMENDED yoga classes",
+        ];
+        for t in reported {
+            assert!(analyze("x", t, &mut lex).reported_speech, "{t}");
+        }
+        // The user's own statements, the other LongMemEval rounds, and a verb with no speaker.
+        let own = [
+            "User: I finally graduated with a degree in Biology, and the zorvat team hired me right after.",
+            "User: My zorvat instructor is called Priya, and she is very patient.",
+            "User: My friend asked about zorvat again while we discussed plimen.",
+            "It was mentioned in passing.",
+            "cousins mentioned",
+        ];
+        for t in own {
+            assert!(!analyze("x", t, &mut lex).reported_speech, "{t}");
+        }
+        // Composed from fragments as from the whole text.
+        let intent = Arc::new(intent_fragment("User history", &mut lex));
+        let parts = [
+            Arc::new(experience_fragment("Content: ", &mut lex)),
+            Arc::new(experience_fragment(reported[0], &mut lex)),
+        ];
+        assert!(compose(&intent, &parts).reported_speech);
     }
 
     #[test]

@@ -52,6 +52,18 @@ pub const ANSWER_BINDING_PATTERNS: [&str; 4] = [
     r"\banswer pattern\s+[A-E]\b",
 ];
 
+/// memlink's own, not the reference's: a third party's words ("my cousin mentioned …"),
+/// case-insensitive. The stand-in reads a candidate named in them as reported speech
+/// ([`super::TextFeatures::reported_speech`]); no guard reads them. One pattern per verb, so
+/// that each has a literal for the prefilter.
+pub const REPORTED_SPEECH_PATTERNS: [&str; 5] = [
+    r"\b(?:cousin|friend|colleague|coworker|neighbou?r|sister|brother|mother|father|mom|dad|partner|boss|manager|someone|somebody)\s+mentioned\b",
+    r"\b(?:cousin|friend|colleague|coworker|neighbou?r|sister|brother|mother|father|mom|dad|partner|boss|manager|someone|somebody)\s+said\b",
+    r"\b(?:cousin|friend|colleague|coworker|neighbou?r|sister|brother|mother|father|mom|dad|partner|boss|manager|someone|somebody)\s+told\b",
+    r"\b(?:cousin|friend|colleague|coworker|neighbou?r|sister|brother|mother|father|mom|dad|partner|boss|manager|someone|somebody)\s+suggested\b",
+    r"\b(?:cousin|friend|colleague|coworker|neighbou?r|sister|brother|mother|father|mom|dad|partner|boss|manager|someone|somebody)\s+recommended\b",
+];
+
 /// Answer-key extraction patterns in priority order (spec §2.2).
 pub const ANSWER_KEY_PATTERNS: [&str; 4] = [
     r"(?i)\bfinal answer\s*[:=]\s*([A-E])\b",
@@ -69,11 +81,13 @@ pub(super) const SOFT0: usize = SC0 + SELF_CLAIM_PATTERNS.len();
 pub(super) const FQ0: usize = SOFT0 + SOFT_INSTRUCTION_PATTERNS.len();
 pub(super) const FF0: usize = FQ0 + FORBIDDEN_PATTERNS.len();
 pub(super) const AB0: usize = FF0 + FORBIDDEN_PATTERNS.len();
-pub(super) const NPAT: usize = AB0 + ANSWER_BINDING_PATTERNS.len();
+pub(super) const RS0: usize = AB0 + ANSWER_BINDING_PATTERNS.len();
+pub(super) const NPAT: usize = RS0 + REPORTED_SPEECH_PATTERNS.len();
+const _: () = assert!(NPAT <= 64, "pattern bits are a u64");
 
 pub(super) struct Patterns {
-    /// Self-claim, soft-instruction, FORBIDDEN (quirk, fixed) and answer-binding patterns, in
-    /// that order (index = bit of `Fragment::bits`).
+    /// Self-claim, soft-instruction, FORBIDDEN (quirk, fixed), answer-binding and
+    /// reported-speech patterns, in that order (index = bit of `Fragment::bits`).
     pub(super) lower: Vec<Regex>,
     /// A literal every match of pattern `i` must contain (lowercase), for the prefilter.
     pub(super) required: AhoCorasick,
@@ -104,6 +118,7 @@ pub(super) fn patterns() -> &'static Patterns {
         all.extend(FORBIDDEN_PATTERNS.iter().map(|p| (*p).to_string()));
         all.extend(FORBIDDEN_PATTERNS.iter().map(|p| ci(p)));
         all.extend(ANSWER_BINDING_PATTERNS.iter().map(|p| ci(p)));
+        all.extend(REPORTED_SPEECH_PATTERNS.iter().map(|p| ci(p)));
         let lits = required_literals();
         let mut uniq: Vec<&str> = lits.clone();
         uniq.sort_unstable();
@@ -161,12 +176,14 @@ pub(super) fn required_literals() -> Vec<&'static str> {
         "do not verify",
     ];
     let ab = ["option", "final answer", "choose", "answer pattern"];
+    let rs = ["mentioned", "said", "told", "suggested", "recommended"];
     let mut v: Vec<&str> = Vec::with_capacity(NPAT);
     v.extend(sc);
     v.extend(soft);
     v.extend(forbidden);
     v.extend(forbidden);
     v.extend(ab);
+    v.extend(rs);
     v
 }
 
