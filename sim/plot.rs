@@ -60,10 +60,14 @@ fn canvas(path: &Path, (w, h): (u32, u32), f: &SvgBody<'_>, g: &PngBody<'_>) -> 
     // Draw into a temporary file, then rename: a figure is never half-written.
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("svg");
     let stem = path.file_stem().and_then(|e| e.to_str()).unwrap_or("figure");
-    // A unique name (two writers never share one), removed if drawing fails.
+    // A unique name (two writers never share one), removed if drawing fails. Readable by
+    // others as every other output is (`files::write_atomic`): tempfile creates 0600, and the
+    // rename keeps the temporary's mode.
+    use std::os::unix::fs::PermissionsExt;
     let tmp_file = tempfile::Builder::new()
         .prefix(&format!(".{stem}."))
         .suffix(&format!(".tmp.{ext}"))
+        .permissions(std::fs::Permissions::from_mode(0o644))
         .tempfile_in(path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new(".")))
         .map_err(|source| Error::Write { path: path.to_path_buf(), source })?;
     let tmp = tmp_file.path().to_path_buf();

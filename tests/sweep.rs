@@ -210,6 +210,12 @@ fn every_design_runs_and_draws_its_figure() {
         let names: Vec<String> =
             std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
         assert!(names.iter().any(|n| n.starts_with(figure) && n.ends_with(".svg")), "{design}: {names:?}");
+        // Figures are readable by others, as the other outputs are (they were 0600).
+        use std::os::unix::fs::PermissionsExt;
+        for n in names.iter().filter(|n| n.ends_with(".svg") || n.ends_with(".md")) {
+            let mode = std::fs::metadata(out.join(n)).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode & 0o044, 0o044, "{n}: mode {mode:o}");
+        }
         let problem: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(out.join("problem.json")).unwrap()).unwrap();
         assert_eq!(problem["num_vars"], 3);
