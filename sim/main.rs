@@ -828,8 +828,8 @@ fn dispatch(cmd: Cmd) -> Result<()> {
                 shard.map(|s| format!(", shard {}/{}", s.index, s.count)).unwrap_or_default()
             );
             let bar = memlink::sweep::exec::progress_bar(distinct.len() as u64, quiet, &plan.spec.name);
-            let ran = memlink::sweep::exec::execute(&sw.jobs, &dir, shard, &bar)?;
-            eprintln!("{}: ran {ran} runs (the others were already stored)", plan.spec.name);
+            let done = memlink::sweep::exec::execute(&sw.jobs, &dir, shard, &bar)?;
+            eprintln!("{}: {}", plan.spec.name, done.describe());
             if shard.is_some_and(|s| s.count > 1) {
                 println!(
                     "shard {}: finished runs are in {}/runs; merge the shards' folders with `memlink merge`",

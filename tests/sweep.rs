@@ -68,7 +68,11 @@ fn a_killed_sweep_resumes_to_the_bytes_of_an_uninterrupted_one() {
     let (d, sweep) = setup("kill", OAT, 14);
     let s = sweep.to_str().unwrap();
     let whole = d.join("whole");
-    ok(&memlink(&["sweep", s, "--out", whole.to_str().unwrap(), "--quiet"]));
+    let first = memlink(&["sweep", s, "--out", whole.to_str().unwrap(), "--quiet"]);
+    ok(&first);
+    // A fresh folder: every run is simulated, and the status line claims nothing was stored.
+    let status = String::from_utf8_lossy(&first.stderr).into_owned();
+    assert!(status.contains("ran 42 runs\n") && !status.contains("stored"), "{status}");
     let killed = d.join("killed");
     let mut child = Command::new(env!("CARGO_BIN_EXE_memlink"))
         .args(["sweep", s, "--out", killed.to_str().unwrap(), "--quiet"])
@@ -98,7 +102,8 @@ fn a_killed_sweep_resumes_to_the_bytes_of_an_uninterrupted_one() {
     // A plain rerun runs nothing more.
     let again = memlink(&["sweep", s, "--out", killed.to_str().unwrap(), "--quiet"]);
     ok(&again);
-    assert!(String::from_utf8_lossy(&again.stderr).contains("ran 0 runs"));
+    let status = String::from_utf8_lossy(&again.stderr).into_owned();
+    assert!(status.contains("ran 0 runs; 42 were already stored"), "{status}");
 }
 
 #[test]

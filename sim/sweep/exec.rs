@@ -237,8 +237,8 @@ pub fn progress_bar(total: u64, quiet: bool, what: &str) -> indicatif::ProgressB
 
 /// Runs every job of `jobs` not yet stored in `dir` (those of `shard` only, counted over the
 /// distinct hashes in order), on all cores; each result is written as it finishes. Returns how
-/// many ran. Jobs of one hash run once.
-pub fn execute(jobs: &[Job], dir: &Path, shard: Option<Shard>, bar: &indicatif::ProgressBar) -> Result<usize> {
+/// many ran and how many were already stored. Jobs of one hash run once.
+pub fn execute(jobs: &[Job], dir: &Path, shard: Option<Shard>, bar: &indicatif::ProgressBar) -> Result<Executed> {
     let runs = runs_dir(dir);
     std::fs::create_dir_all(&runs).map_err(|source| Error::Write { path: runs.clone(), source })?;
     let mut distinct: Vec<&Job> = Vec::new();
@@ -277,7 +277,28 @@ pub fn execute(jobs: &[Job], dir: &Path, shard: Option<Shard>, bar: &indicatif::
         .collect();
     bar.finish_and_clear();
     written.into_iter().collect::<Result<Vec<()>>>()?;
-    Ok(pending.len())
+    Ok(Executed { ran: pending.len(), stored: mine.len() - pending.len() })
+}
+
+/// What [`execute`] did with the distinct runs it owned (all, or its shard's).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Executed {
+    /// Runs simulated now.
+    pub ran: usize,
+    /// Runs whose results were already stored in the folder, so not simulated again.
+    pub stored: usize,
+}
+
+impl Executed {
+    /// "ran 28 runs", with "; 4 were already stored" when some were.
+    pub fn describe(&self) -> String {
+        let runs = |n: usize| if n == 1 { "1 run".to_string() } else { format!("{n} runs") };
+        match self.stored {
+            0 => format!("ran {}", runs(self.ran)),
+            1 => format!("ran {}; 1 was already stored", runs(self.ran)),
+            n => format!("ran {}; {n} were already stored", runs(self.ran)),
+        }
+    }
 }
 
 /// The results of `jobs` from `dirs` (the first folder that has each), in job order; a job that
