@@ -46,7 +46,8 @@ pub struct LongMemEvalConfig {
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum Confusers {
     /// "User: My cousin mentioned <candidate> when we talked about …": the round names a
-    /// wrong candidate, and pulls towards it as the user's own statement would.
+    /// wrong candidate and pulls towards it by the profile's `reported_weight` of a user's own
+    /// statement (1, the same pull, in every committed profile).
     #[default]
     Named,
     /// The same rounds in the same places, naming no candidate ("… mentioned something …"):
