@@ -37,7 +37,7 @@ pub enum Coordinates {
     /// The parameters themselves, clamped into their box: a fit can end exactly at a bound.
     #[default]
     Box,
-    /// `u = logit((x − lo) / (hi − lo))`, within ±[`LOGIT_LIMIT`]: the box's interior is the
+    /// `u = logit((x − lo) / (hi − lo))`, within ±`LOGIT_LIMIT` (12): the box's interior is the
     /// whole search space, so a parameter approaches a bound only as far as the objective keeps
     /// paying for it, and never sits on it (issue 43, point 2).
     Logit,
@@ -74,7 +74,7 @@ impl Coordinates {
     }
 
     /// Where a search from parameters `x` starts: `x` itself in box coordinates; in logit
-    /// coordinates at least [`LOGIT_START_MARGIN`] of each range inside a bound (at a bound the
+    /// coordinates at least `LOGIT_START_MARGIN` (5%) of each range inside a bound (at a bound the
     /// logit's slope is nil, so a simplex there could not move).
     pub fn start(&self, x: &[f64], b: &Bounds) -> Vec<f64> {
         match self {

@@ -45,7 +45,7 @@ pub struct LongMemEvalConfig {
 /// measures what that costs (docs/calibration.md, "Qwen's LongMemEval gap").
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum Confusers {
-    /// "User: My cousin mentioned <candidate> when we talked about …": the round names a
+    /// `User: My cousin mentioned <candidate> when we talked about …`: the round names a
     /// wrong candidate and pulls towards it by the profile's `reported_weight` of a user's own
     /// statement (1, the same pull, in every committed profile).
     #[default]

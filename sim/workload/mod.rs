@@ -101,7 +101,7 @@ impl WorkloadConfig {
     /// The task stream at master seed `seed`, shared: a stream depends on the workload and the
     /// seed alone, so every run of this process that asks for the same pair gets the one
     /// generated first (the cells of a grid, the arms of a run), with its shared analyses
-    /// ([`TaskStream::prepared_haystack`]). The last [`KEPT_STREAMS`] pairs are kept.
+    /// ([`TaskStream::prepared_haystack`]). The last `KEPT_STREAMS` (four) pairs are kept.
     pub fn stream(&self, seed: u64) -> Arc<TaskStream> {
         let cell = {
             let mut kept = STREAMS.lock().unwrap_or_else(PoisonError::into_inner);
