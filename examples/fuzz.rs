@@ -1,4 +1,4 @@
-//! Long fuzz campaigns over every input memlink reads (see `memlink::fuzz`):
+//! Long fuzz campaigns over every input memlink reads (see `memlink::testkit::fuzz`):
 //!
 //! ```sh
 //! cargo run --release --example fuzz -- --cases 100000 [--seed S] [--deadline SECONDS]
@@ -10,7 +10,7 @@
 //! non-zero if there was any. A case that takes longer than the deadline (default 60 s) is a
 //! hang: it is written to `target/fuzz/failures/hang-N.txt` and the campaign stops with exit 3.
 
-use memlink::fuzz::{Config, Corpus, run};
+use memlink::testkit::fuzz::{Config, Corpus, run};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -69,7 +69,7 @@ fn main() {
     }
     let t0 = Instant::now();
     // Concurrent writers, a class of its own: two writers on one folder, 200 times.
-    let writers = memlink::fuzz::concurrent_writers(&root.join("target/fuzz/concurrent"), 200);
+    let writers = memlink::testkit::fuzz::concurrent_writers(&root.join("target/fuzz/concurrent"), 200);
     eprintln!("  concurrent writers: 200 pairs on one folder, {} problems", writers.len());
     for w in &writers {
         eprintln!("FAIL concurrent writers: {w}");

@@ -10,8 +10,8 @@
 //! agent-decisions per second (tasks × agents × rounds). Times are wall clock on a shared
 //! machine: compare the rows of one run.
 
-use memlink::trace::Trace;
-use memlink::trace::replay::{ArmChoice, ReplayOptions, record_arm, replay};
+use memlink::study::trace::Trace;
+use memlink::study::trace::replay::{ArmChoice, ReplayOptions, record_arm, replay};
 use std::time::Instant;
 
 #[global_allocator]
@@ -53,7 +53,7 @@ fn main() {
     for arm in &scn.arms {
         let (run, _) = fastest(repeats, || memlink::world::run_arm(scn, &ls.profile, arm, scn.seed, false));
         let (rec, (_, trace)) = fastest(1, || record_arm(&ls, arm, scn.seed));
-        let file = dir.join(format!("{}.jsonl", memlink::trace::replay::slug(&arm.name)));
+        let file = dir.join(format!("{}.jsonl", memlink::study::trace::replay::slug(&arm.name)));
         trace.write(&file).expect("trace written");
         let size = std::fs::metadata(&file).expect("trace file").len() as f64 / 1e6;
         let (read, t) = fastest(repeats, || Trace::read(&file).expect("trace reads"));

@@ -7,5 +7,5 @@
 //! Run: `cargo run --release --example similarity` (a few seconds).
 
 fn main() {
-    print!("{}", memlink::fidelity::similarity_table());
+    print!("{}", memlink::study::fidelity::similarity_table());
 }

@@ -44,6 +44,15 @@ pub enum Error {
         /// What was expected.
         expected: String,
     },
+    /// A command-line value that is not what its option takes (positioned at the command
+    /// line, not at a file).
+    #[error("<command line>: invalid `{field}`: expected {expected}")]
+    Arg {
+        /// The option (`--round`) or argument.
+        field: String,
+        /// What was expected.
+        expected: String,
+    },
     /// Output could not be written.
     #[error("{path}: cannot write: {source}")]
     Write {
@@ -62,6 +71,10 @@ pub enum Error {
     /// (`--fail-on-violation`); the results were written first.
     #[error("invariant violated: {0}")]
     Violated(String),
+    /// A check's outcome is not the one its file expects: an invariant expected to hold was
+    /// violated, or one expected to fail held.
+    #[error("check outcome not as expected: {0}")]
+    CheckOutcome(String),
     /// A report's records are missing runs or differ from what the code simulates now.
     #[error("report records: {0}")]
     Records(String),
@@ -70,7 +83,7 @@ pub enum Error {
 impl Error {
     /// Whether the error is the user's input (exit code 2) rather than the environment.
     pub fn is_input_error(&self) -> bool {
-        matches!(self, Error::Io { .. } | Error::Parse { .. } | Error::Invalid { .. })
+        matches!(self, Error::Io { .. } | Error::Parse { .. } | Error::Invalid { .. } | Error::Arg { .. })
     }
 }
 

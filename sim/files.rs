@@ -154,10 +154,11 @@ pub fn unreadable(e: &Error, path: &Path) -> Option<String> {
     }
 }
 
-/// Writes `bytes` to `path` atomically through a uniquely named temporary file in the same
-/// folder (`tempfile`), renamed over `path`; on error the temporary file is removed.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+/// Writes `bytes` (text or binary) to `path` atomically through a uniquely named temporary file
+/// in the same folder (`tempfile`), renamed over `path`; on error the temporary file is removed.
+pub fn write_atomic(path: &Path, bytes: impl AsRef<[u8]>) -> Result<()> {
     use std::io::Write;
+    let bytes = bytes.as_ref();
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let write = |source| Error::Write { path: path.to_path_buf(), source };
     use std::os::unix::fs::PermissionsExt;

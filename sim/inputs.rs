@@ -8,8 +8,8 @@
 //! explain item's `experience`, an ensemble's `draws` and `searches`). Each kind is then loaded exactly as the command that reads it
 //! loads it, so validation and use cannot disagree.
 
-use crate::calibrate::Simplex;
 use crate::error::{Error, Pos, Result, read_file};
+use crate::study::calibrate::Simplex;
 use std::path::Path;
 
 /// The kinds of input file.
@@ -119,7 +119,11 @@ pub fn detect(path: &Path, text: &str) -> FileKind {
         let format = serde_json::from_str::<serde_json::Value>(first)
             .ok()
             .and_then(|v| v.get("format").and_then(|f| f.as_str()).map(String::from));
-        return if format.as_deref() == Some(crate::trace::FORMAT) { FileKind::Trace } else { FileKind::Results };
+        return if format.as_deref() == Some(crate::study::trace::FORMAT) {
+            FileKind::Trace
+        } else {
+            FileKind::Results
+        };
     }
     if name.ends_with(".json") {
         let stored = serde_json::from_str::<serde_json::Value>(text)
@@ -174,17 +178,17 @@ pub fn validate(path: &Path) -> Result<(FileKind, String)> {
                 s.arms.len(),
                 s.workload.class(),
                 ls.profile.name,
-                crate::estimate::Estimate::of(s).describe(),
+                crate::scenario::estimate::Estimate::of(s).describe(),
                 s.switch_summary()
             )
         }
         FileKind::Grid => {
-            let (spec, runs) = crate::grid::expand(path)?;
+            let (spec, runs) = crate::study::grid::expand(path)?;
             let arms: usize = runs.iter().map(|r| r.scenario.scenario.arms.len()).sum();
             format!("{}: {} runs, {arms} arm runs", spec.name, runs.len())
         }
         FileKind::Calibration => {
-            let cal = crate::calibrate::Calibration::load(path)?;
+            let cal = crate::study::calibrate::Calibration::load(path)?;
             format!(
                 "{}: {} parameters, {} fitted rows, {} checks",
                 cal.spec().name,
@@ -194,7 +198,7 @@ pub fn validate(path: &Path) -> Result<(FileKind, String)> {
             )
         }
         FileKind::Ensemble => {
-            let e = crate::calibrate::ensemble::Ensemble::load(path)?;
+            let e = crate::study::calibrate::ensemble::Ensemble::load(path)?;
             format!(
                 "of `{}` from calibration `{}`: {} draws of {} parameters in {} searches",
                 e.profile,
@@ -209,15 +213,15 @@ pub fn validate(path: &Path) -> Result<(FileKind, String)> {
             format!("{}: workloads {}", p.name, p.workloads.keys().cloned().collect::<Vec<_>>().join(", "))
         }
         FileKind::Explain => {
-            let e = crate::explain::ExplainInput::load(path)?;
+            let e = crate::study::explain::ExplainInput::load(path)?;
             format!("{:?} scope, {} read(s)", e.scope, e.reads.len())
         }
         FileKind::Results => {
-            let r = crate::grid::read_records(path)?;
+            let r = crate::study::grid::read_records(path)?;
             format!("{} result records", r.len())
         }
         FileKind::WhatIf => {
-            let w = crate::whatif::WhatIf::load_str(&text, path)?;
+            let w = crate::study::whatif::WhatIf::load_str(&text, path)?;
             format!(
                 "{}: {} settings × {} conditions × {} topologies × {} seeds = {} runs of {} arms",
                 w.spec.name,
@@ -230,8 +234,8 @@ pub fn validate(path: &Path) -> Result<(FileKind, String)> {
             )
         }
         FileKind::Trace => {
-            let t = crate::trace::Trace::parse(&text, path)?;
-            let world = match crate::trace::replay::recorded_scenario(&t)? {
+            let t = crate::study::trace::Trace::parse(&text, path)?;
+            let world = match crate::study::trace::replay::recorded_scenario(&t)? {
                 Some(ls) => format!("scenario `{}` embedded", ls.scenario.name),
                 None => "no scenario (replays with --arm <scenario.ron>)".into(),
             };
@@ -243,8 +247,9 @@ pub fn validate(path: &Path) -> Result<(FileKind, String)> {
         }
         FileKind::Fidelity => {
             // Loading checks every switch against the settings it names.
-            let spec = crate::fidelity::load_str(&text, path)?;
-            let (_, runs) = crate::files::load_referenced(path, Some(&text), "grid", &spec.grid, crate::grid::expand)?;
+            let spec = crate::study::fidelity::load_str(&text, path)?;
+            let (_, runs) =
+                crate::files::load_referenced(path, Some(&text), "grid", &spec.grid, crate::study::grid::expand)?;
             format!(
                 "{}: grid {} ({} runs), {} fixes, {} undetermined details",
                 spec.name,
@@ -255,7 +260,7 @@ pub fn validate(path: &Path) -> Result<(FileKind, String)> {
             )
         }
         FileKind::Sweep => {
-            let sw = crate::sweep::Sweep::load_str(&text, path)?;
+            let sw = crate::study::sweep::Sweep::load_str(&text, path)?;
             let distinct: std::collections::BTreeSet<&str> = sw.jobs.iter().map(|j| j.hash.as_str()).collect();
             format!(
                 "{}: design {} over {} factors, {} points, {} runs ({} distinct)",
@@ -268,7 +273,7 @@ pub fn validate(path: &Path) -> Result<(FileKind, String)> {
             )
         }
         FileKind::Check => {
-            let c = crate::check::Check::load_str(&text, path)?;
+            let c = crate::study::check::Check::load_str(&text, path)?;
             format!(
                 "{}: {} invariant(s) over {} cases each, base {}",
                 c.spec.name,
@@ -279,7 +284,7 @@ pub fn validate(path: &Path) -> Result<(FileKind, String)> {
         }
         FileKind::StoredRun => {
             let hash = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
-            let r = crate::sweep::exec::parse_result(path, &text, hash)?;
+            let r = crate::study::sweep::exec::parse_result(path, &text, hash)?;
             format!("run {} (seed {}), {} arms, digest intact", r.hash, r.seed, r.arms.len())
         }
         FileKind::Checkpoint => {
@@ -304,7 +309,7 @@ fn read_checkpoint(path: &Path, text: &str) -> Result<Vec<Simplex>> {
     })?;
     for (i, x) in s.iter().enumerate() {
         let n = x.vertices.first().map_or(0, |v| v.0.len());
-        let open = crate::calibrate::Bounds { lo: vec![f64::MIN; n], hi: vec![f64::MAX; n] };
+        let open = crate::study::calibrate::Bounds { lo: vec![f64::MIN; n], hi: vec![f64::MAX; n] };
         x.check(&open, u32::MAX / 4).map_err(|m| Error::Parse {
             path: path.to_path_buf(),
             pos: Pos { line: 1, col: 1 },

@@ -30,7 +30,7 @@
 
 use crate::agent::Profile;
 use crate::error::{Error, Pos, Result};
-use crate::metrics::ArmSummary;
+use crate::eval::metrics::ArmSummary;
 use crate::scenario::{Arm, Scenario};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -524,7 +524,7 @@ pub fn finish() -> Result<Option<Finished>> {
                 text.push_str(t);
                 text.push_str("}\n");
             }
-            crate::run::write_atomic(&store.path, &text)?;
+            crate::files::write_atomic(&store.path, &text)?;
             *store.journal.lock().expect("journal") = None;
             let _ = std::fs::remove_file(journal_path(&store.path));
         }
@@ -554,8 +554,8 @@ pub fn finish() -> Result<Option<Finished>> {
     let differ: Vec<String> = chosen
         .par_iter()
         .filter_map(|(key, a)| {
-            let bytes = crate::estimate::Estimate::of(&a.scenario).bytes;
-            let summary = crate::estimate::MemoryBudget::global()
+            let bytes = crate::scenario::estimate::Estimate::of(&a.scenario).bytes;
+            let summary = crate::scenario::estimate::MemoryBudget::global()
                 .run(bytes, || crate::world::run_arm(&a.scenario, &a.profile, &a.arm, a.seed, false).summary);
             let now = ArmResult::of(&summary);
             let now = match a.keep {

@@ -4,11 +4,11 @@
 
 use crate::engine::{TraceEntry, first_divergence};
 use crate::error::{Error, Result};
-use crate::estimate::{Estimate, MemoryBudget};
-use crate::metrics::ArmSummary;
-use crate::monitor::{MonitorReport, Monitors, Violation};
+use crate::eval::metrics::ArmSummary;
+use crate::eval::monitor::{MonitorReport, Monitors, Violation};
 use crate::records::ArmResult;
 use crate::scenario::LoadedScenario;
+use crate::scenario::estimate::{Estimate, MemoryBudget};
 use crate::world::{World, run_arm, run_arm_sharing};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -156,7 +156,7 @@ pub fn describe_violation(v: &Violation) -> String {
 }
 
 /// Runs every arm of a scenario with `seed`, monitoring the scenario's invariants and `extra`
-/// (names of [`crate::monitor::REGISTRY`]; an unknown one is an error naming it).
+/// (names of [`crate::eval::monitor::REGISTRY`]; an unknown one is an error naming it).
 pub fn run_monitored(ls: &LoadedScenario, seed: u64, extra: &[String]) -> Result<MonitoredRun> {
     let scn = &ls.scenario;
     let mut names = scn.invariants.clone();
@@ -170,7 +170,7 @@ pub fn run_monitored(ls: &LoadedScenario, seed: u64, extra: &[String]) -> Result
             path: ls.path.clone(),
             pos: crate::error::Pos { line: 1, col: 1 },
             field: "invariants".into(),
-            expected: format!("invariant names among {}, got {n:?}", crate::monitor::names()),
+            expected: format!("invariant names among {}, got {n:?}", crate::eval::monitor::names()),
         });
     }
     let bytes = Estimate::of(scn).bytes;
@@ -293,21 +293,14 @@ impl ScenarioResult {
     /// interrupted write never leaves a truncated result).
     pub fn write(&self, dir: &Path) -> Result<()> {
         std::fs::create_dir_all(dir).map_err(|source| Error::Write { path: dir.to_path_buf(), source })?;
-        write_atomic(&dir.join("summary.json"), &self.to_json())?;
-        write_atomic(&dir.join("rounds.csv"), &self.rounds_csv())
+        crate::files::write_atomic(&dir.join("summary.json"), &self.to_json())?;
+        crate::files::write_atomic(&dir.join("rounds.csv"), &self.rounds_csv())
     }
 }
 
 /// A CSV field, quoted where it holds a comma, a quote or a line break.
 pub fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
-}
-
-/// Writes `text` to `path` atomically: into a temporary file of a unique name in the same
-/// folder (so two writers never share one), then renamed over `path`. On any error (a full
-/// disk) the temporary file is removed and `path` keeps what it held.
-pub fn write_atomic(path: &Path, text: &str) -> Result<()> {
-    crate::files::write_atomic(path, text.as_bytes())
 }
 
 /// What `check-determinism` found.

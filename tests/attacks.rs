@@ -203,7 +203,7 @@ fn agentpoison_query_activation_makes_queries_carry_the_trigger() {
     let off = memlink::world::run_arm(&base.scenario, &base.profile, arm, 42, false).summary;
     let act = memlink::world::run_arm(&on.scenario, &on.profile, arm, 42, false).summary;
     // With the trigger in later queries the trigger demonstrations are retrieved more often.
-    let exposure = |s: &memlink::metrics::ArmSummary| s.rounds[0].pmur_agent;
+    let exposure = |s: &memlink::eval::metrics::ArmSummary| s.rounds[0].pmur_agent;
     assert!(exposure(&act) > exposure(&off), "{} vs {}", exposure(&act), exposure(&off));
     // Visible-only activation leaves retrieval alone.
     let mut vis = base.clone();

@@ -3,7 +3,7 @@
 
 mod common;
 
-use memlink::calibrate::Calibration;
+use memlink::study::calibrate::Calibration;
 use std::path::PathBuf;
 
 fn scratch(name: &str) -> PathBuf {
@@ -241,7 +241,7 @@ fn attack_free_rows_run_without_the_attack_and_intervals_span_seeds() {
     assert_eq!(free.topology, "random");
     assert!(free.simulated > attacked.simulated + 10.0, "{} vs {}", free.simulated, attacked.simulated);
     assert!(fit.rows.iter().any(|r| r.interval.1 > 0.0), "four seeds give a spread");
-    let report = memlink::calibrate::report(&cal, &fit);
+    let report = memlink::study::calibrate::report(&cal, &fit);
     assert!(
         report.contains("Fit seeds [42], interval seeds [1, 2, 3, 4]") && report.contains("out-of-sample"),
         "{report}"
@@ -360,13 +360,13 @@ fn parameters_of_different_workloads_are_searched_separately_and_checks_never_en
     .unwrap();
     let alone = Calibration::load(&csqa_only).unwrap().fit(&dir.join("o2"), false, &mut |_, _| {}).unwrap();
     assert_eq!(alone.parameters[0].2, fit.parameters[1].2);
-    let report = memlink::calibrate::report(&cal, &fit);
+    let report = memlink::study::calibrate::report(&cal, &fit);
     assert!(report.contains("no (check)") && report.contains("Independent searches"), "{report}");
 }
 
 #[test]
 fn round_level_directions_compare_round_one_with_round_three() {
-    use memlink::calibrate::{RowFit, round_directions};
+    use memlink::study::calibrate::{RowFit, round_directions};
     let row = |metric: &str, target: f64, simulated: f64| RowFit {
         source: "table11".into(),
         backbone: "qwen3.5-122b-a10b".into(),
@@ -464,7 +464,7 @@ fn a_setting_can_run_its_own_fit_and_interval_seeds() {
     );
     let fit = intervals.fit(&dir.join("o"), false, &mut |_, _| {}).unwrap();
     assert!(fit.rows.iter().all(|r| r.interval.1 > 0.0), "three interval seeds give a spread");
-    let report = memlink::calibrate::report(&intervals, &fit);
+    let report = memlink::study::calibrate::report(&intervals, &fit);
     assert!(report.contains("mmlu_minja: fit seeds [42], interval seeds [1, 2, 3]"), "{report}");
     let e = Calibration::load(&{
         let p = dir.join("bad.ron");
@@ -561,7 +561,7 @@ fn a_detector_is_fitted_to_both_backbones_rows_each_run_with_its_own_profile() {
     assert_ne!(&b[2..], &a[..], "Gemma's rows run with Gemma's profile");
     let fit = both.fit(&dir.join("o"), false, &mut |_, _| {}).unwrap();
     assert!(fit.rows.iter().any(|r| r.backbone == "gemma-4-31b" && r.fitted));
-    assert!(memlink::calibrate::report(&both, &fit).contains("Rows of `gemma-4-31b` as well"));
+    assert!(memlink::study::calibrate::report(&both, &fit).contains("Rows of `gemma-4-31b` as well"));
 }
 
 /// `source_settings`: one table's rows run another scenario of the same setting (the
@@ -656,7 +656,7 @@ fn a_judge_shift_is_fitted_into_the_profile_and_moves_only_its_judges_rows() {
 /// pulls, and a Huber k that is not positive is refused.
 #[test]
 fn rows_can_be_left_out_by_source_and_setting_and_far_rows_pull_boundedly() {
-    use memlink::calibrate::Loss;
+    use memlink::study::calibrate::Loss;
     let dir = scratch("except");
     let base = std::fs::read_to_string(small_calibration(&dir, r#""No Defense""#, 2)).unwrap();
     let with = |rows: &str, extra: &str, name: &str| {

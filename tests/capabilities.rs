@@ -5,7 +5,7 @@
 mod common;
 
 use memlink::attack::capability::{Accumulation, Sleeper};
-use memlink::metrics::ArmSummary;
+use memlink::eval::metrics::ArmSummary;
 
 /// The small MMLU scenario with `caps` as the MINJA attacker's capabilities and a third arm
 /// running MAPLE-Guard with a verify-and-reject ledger.
@@ -181,7 +181,7 @@ fn bad_capability_parameters_are_positioned_errors() {
         assert_ne!(edit, good, "{needle}: the edit applies");
         let p = dir.join("w.ron");
         std::fs::write(&p, &edit).unwrap();
-        let e = memlink::whatif::WhatIf::load(&p).err().expect(needle).to_string();
+        let e = memlink::study::whatif::WhatIf::load(&p).err().expect(needle).to_string();
         assert!(e.starts_with(&format!("{}:", p.display())) && e.contains(needle), "{e}");
     }
 }

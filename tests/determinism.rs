@@ -120,8 +120,8 @@ fn arms_sharing_a_task_stream_run_as_alone() {
 /// an unbounded run. (With room for two, they do run side by side: the check can fail.)
 #[test]
 fn a_memory_budget_serialises_arms_that_do_not_fit_together() {
-    use memlink::estimate::{Estimate, MemoryBudget};
     use memlink::run::run_scenario_within;
+    use memlink::scenario::estimate::{Estimate, MemoryBudget};
     let ls = common::load(&common::small("", 12));
     let bytes = Estimate::of(&ls.scenario).bytes;
     let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();

@@ -1,12 +1,12 @@
-//! Issue 43, point 4: the calibration's posterior ensemble (sim/calibrate/ensemble.rs) on a
+//! Issue 43, point 4: the calibration's posterior ensemble (sim/study/calibrate/ensemble.rs) on a
 //! small MMLU calibration: the same inputs give the same bytes, a killed run resumes to the
 //! same file from its journal, every draw lies in the bounds and applies to the profile, and a
 //! parameter no row sees spreads over its bounds while one the rows fix stays near its fit.
 
 mod common;
 
-use memlink::calibrate::Calibration;
-use memlink::calibrate::ensemble::{Ensemble, EnsembleOptions};
+use memlink::study::calibrate::Calibration;
+use memlink::study::calibrate::ensemble::{Ensemble, EnsembleOptions};
 use std::path::{Path, PathBuf};
 
 fn scratch(name: &str) -> PathBuf {

@@ -1,11 +1,11 @@
-//! A bounded fuzz campaign in CI (`memlink::fuzz`): mutations of every bundled scenario, grid,
+//! A bounded fuzz campaign in CI (`memlink::testkit::fuzz`): mutations of every bundled scenario, grid,
 //! calibration, explain item and profile, of a results file and of a calibration checkpoint, put
 //! through the command that reads each. Every case must be accepted with finite outputs or
 //! refused with a positioned input error; a panic fails the test with the case's input. Long
 //! campaigns: `cargo run --release --example fuzz -- --cases 100000`.
 
-use memlink::fuzz::{Config, Corpus, Outcome, exercise, run};
 use memlink::inputs::FileKind;
+use memlink::testkit::fuzz::{Config, Corpus, Outcome, exercise, run};
 use std::path::Path;
 
 fn corpus() -> Corpus {
@@ -33,7 +33,7 @@ fn a_bounded_campaign_keeps_the_rule() {
 #[test]
 fn concurrent_writers_to_one_folder_keep_the_rule() {
     let dir = std::env::temp_dir().join(format!("memlink-fuzz-writers-{}", std::process::id()));
-    let problems = memlink::fuzz::concurrent_writers(&dir, 30);
+    let problems = memlink::testkit::fuzz::concurrent_writers(&dir, 30);
     assert!(problems.is_empty(), "{problems:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -102,7 +102,7 @@ fn the_fuzzers_findings_are_refused_where_they_are() {
 /// (the 100,000-case campaign's only flag was a mutated backbone named `qwen3.5-inf-a10b`).
 #[test]
 fn the_output_check_reads_words_not_names() {
-    use memlink::fuzz::non_finite_word;
+    use memlink::testkit::fuzz::non_finite_word;
     assert_eq!(non_finite_word("| qwen3.5-inf-a10b | 42.0 |"), None);
     assert_eq!(non_finite_word("information, infinite, NaNo"), None);
     assert_eq!(non_finite_word("| 12.0 ± NaN |"), Some("NaN"));

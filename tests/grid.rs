@@ -2,7 +2,7 @@
 
 mod common;
 
-use memlink::grid::{expand, read_records, run_grid, table, write_records};
+use memlink::study::grid::{expand, read_records, run_grid, table, write_records};
 use std::process::Command;
 
 #[test]
@@ -32,7 +32,8 @@ fn expansion_is_deterministic_and_counts_what_the_file_says() {
     let mmlu = 45 + 3 + 45 + 45;
     assert_eq!(t2.len(), mmlu + 2 * (2 * 45 + 2 * 3));
     assert_eq!((t2[0].setting.as_str(), t2[0].backbone.as_str()), ("mmlu_minja", "qwen3.5-122b-a10b"));
-    let arms = |r: &memlink::grid::GridRun| r.scenario.scenario.arms.iter().map(|a| a.name.clone()).collect::<Vec<_>>();
+    let arms =
+        |r: &memlink::study::grid::GridRun| r.scenario.scenario.arms.iter().map(|a| a.name.clone()).collect::<Vec<_>>();
     assert_eq!(arms(&t2[0]), ["No Defense"]);
     let strict = &t2[45..48];
     assert!(strict.iter().all(|r| r.topology.starts_with("random") && r.backbone == "qwen3.5-122b-a10b"));
@@ -141,8 +142,8 @@ fn a_corrupted_results_file_is_a_positioned_error() {
 
 #[test]
 fn the_report_sets_the_table_beside_published_numbers() {
-    use memlink::calibrate::Target;
-    use memlink::grid::{TableRow, versus_paper};
+    use memlink::study::calibrate::Target;
+    use memlink::study::grid::{TableRow, versus_paper};
     let row = |arm: &str, m: f64, d: f64| TableRow {
         backbone: "b".into(),
         setting: "s".into(),
@@ -190,7 +191,7 @@ fn the_report_sets_the_table_beside_published_numbers() {
     assert!(md.contains("the other 1 as differing by more than 10 points"), "{md}");
     assert!(md.contains("1 of all 2."), "{md}"); // With predictive intervals (an ensemble grid): the columns, and how many published values
     // fall inside them per role.
-    use memlink::predictive::{Component, Predictive};
+    use memlink::study::predictive::{Component, Predictive};
     let with = |r: &TableRow, lo: f64, hi: f64| {
         let p = |v: f64| {
             Predictive::of(
@@ -214,18 +215,18 @@ fn the_report_sets_the_table_beside_published_numbers() {
 /// its draw; the table keeps the fit's values and adds the intervals; CSV adds `_lo`/`_hi`.
 #[test]
 fn an_ensemble_grid_runs_every_cell_at_each_draw_and_prints_predictive_intervals() {
-    use memlink::predictive::Ensembles;
+    use memlink::study::predictive::Ensembles;
     let path = common::path("tests/fixtures/grid/small.ron");
     let (spec, runs) = expand(&path).unwrap();
     let n = runs.len();
-    let all = memlink::grid::with_ensemble(runs.clone(), &mut Ensembles::new(Some(2))).unwrap();
+    let all = memlink::study::grid::with_ensemble(runs.clone(), &mut Ensembles::new(Some(2))).unwrap();
     assert_eq!(all.len(), 3 * n);
     assert!(all[..n].iter().all(|r| r.draw.is_none()));
     assert!(all[n..2 * n].iter().all(|r| r.draw == Some(0)) && all[2 * n..].iter().all(|r| r.draw == Some(1)));
     assert!(all.iter().enumerate().all(|(i, r)| r.index == i));
     // A draw moves only the scenario's workload (MMLU) in the profile; the seeds are the fit's.
-    let e =
-        memlink::calibrate::ensemble::Ensemble::load(&common::path("models/qwen3.5-122b-a10b.ensemble.ron")).unwrap();
+    let e = memlink::study::calibrate::ensemble::Ensemble::load(&common::path("models/qwen3.5-122b-a10b.ensemble.ron"))
+        .unwrap();
     let fit = &runs[0].scenario.profile;
     let at = &all[n].scenario.profile;
     assert_eq!(all[n].seed, runs[0].seed);
@@ -245,11 +246,11 @@ fn an_ensemble_grid_runs_every_cell_at_each_draw_and_prints_predictive_intervals
     assert_eq!(p.draws, 2);
     assert!(p.interval.0 <= p.interval.1 && (0.0..=1.0).contains(&p.calibration_share));
     assert!(p.seed.is_some(), "four runs per topology give a seed-only interval");
-    let csv = memlink::grid::csv(&rows, 3);
+    let csv = memlink::study::grid::csv(&rows, 3);
     let header = csv.lines().next().unwrap();
     assert!(header.contains("mdsr_at_3_lo,mdsr_at_3_hi") && header.contains("rda_at_3_lo,rda_at_3_hi"), "{header}");
     assert!(csv.lines().all(|l| l.split(',').count() == header.split(',').count()));
-    let md = memlink::grid::markdown(&rows, 3);
+    let md = memlink::study::grid::markdown(&rows, 3);
     assert!(md.contains("predictive interval over 2 posterior draws"), "{md}");
     // The results file keeps the draw and reads back to the same table.
     let dir = std::env::temp_dir().join(format!("memlink-grid-ensemble-{}", std::process::id()));
@@ -262,7 +263,8 @@ fn an_ensemble_grid_runs_every_cell_at_each_draw_and_prints_predictive_intervals
     assert_eq!(table(&read_records(&file).unwrap(), 3), rows);
     // More draws than the ensemble has, and a profile without an ensemble, are errors naming
     // what is missing.
-    let err = memlink::grid::with_ensemble(runs.clone(), &mut Ensembles::new(Some(e.draws.len() + 1))).unwrap_err();
+    let err =
+        memlink::study::grid::with_ensemble(runs.clone(), &mut Ensembles::new(Some(e.draws.len() + 1))).unwrap_err();
     assert!(err.to_string().contains(&format!("1 to {} draws", e.draws.len())), "{err}");
     let base = std::fs::read_to_string(common::path("tests/fixtures/grid/base.ron")).unwrap();
     let profile = dir.join("mine.ron");
@@ -270,7 +272,7 @@ fn an_ensemble_grid_runs_every_cell_at_each_draw_and_prints_predictive_intervals
     std::fs::write(dir.join("base.ron"), base.replace("\"qwen3.5-122b-a10b\"", "\"mine.ron\"")).unwrap();
     std::fs::write(dir.join("g.ron"), "(name: \"g\", base: \"base.ron\")").unwrap();
     let (_, mine) = expand(&dir.join("g.ron")).unwrap();
-    let err = memlink::grid::with_ensemble(mine, &mut Ensembles::new(None)).unwrap_err().to_string();
+    let err = memlink::study::grid::with_ensemble(mine, &mut Ensembles::new(None)).unwrap_err().to_string();
     assert!(err.contains("mine.ensemble.ron") && err.contains("memlink calibrate"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -1,11 +1,11 @@
 //! Issue 15, point 10: which parameters the targets leave undetermined, from the objective's
-//! profile over each (sim/calibrate/identify.rs), on a small MMLU calibration whose rows cannot
+//! profile over each (sim/study/calibrate/identify.rs), on a small MMLU calibration whose rows cannot
 //! see one of its parameters.
 
 mod common;
 
-use memlink::calibrate::Calibration;
-use memlink::calibrate::identify::{Identification, Side};
+use memlink::study::calibrate::Calibration;
+use memlink::study::calibrate::identify::{Identification, Side};
 use std::path::{Path, PathBuf};
 
 fn scratch(name: &str) -> PathBuf {
@@ -84,7 +84,7 @@ fn a_parameter_no_row_sees_is_undetermined_and_the_stored_analysis_reassesses_ex
             assert_eq!(p.x[a.parameter], q.x[b.parameter]);
         }
     }
-    let md = memlink::calibrate::identify::identify_report(&cal, &id);
+    let md = memlink::study::calibrate::identify::identify_report(&cal, &id);
     assert!(md.contains("| mmlu.evidence_framing |") && md.contains("| ∞ |") && md.contains("undetermined"), "{md}");
 
     // Stored and named by the calibration, `assess` re-evaluates it to the same numbers.

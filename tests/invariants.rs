@@ -4,12 +4,12 @@
 
 mod common;
 
-use memlink::check::{Check, Expect};
+use memlink::eval::monitor::{Monitors, REGISTRY, Violation};
 use memlink::guard::{CommitVerdict, Guard, GuardStage};
 use memlink::memory::{MemoryItem, Scope, Status};
-use memlink::monitor::{Monitors, REGISTRY, Violation};
 use memlink::run::{run_monitored, run_scenario};
 use memlink::scenario::LoadedScenario;
+use memlink::study::check::{Check, Expect};
 use memlink::world::World;
 use std::path::PathBuf;
 
@@ -119,7 +119,7 @@ fn a_written_counterexample_reproduces() {
     let (_, v) = run.violations().next().expect("it reproduces");
     assert_eq!(v, &c.violation);
     let item = c.item.expect("the violation names an item");
-    memlink::explain::ExplainInput::load(&item).expect("an explain item");
+    memlink::study::explain::ExplainInput::load(&item).expect("an explain item");
     let _ = std::fs::remove_dir_all(&out);
 }
 
@@ -158,7 +158,7 @@ fn bad_check_files_are_refused_with_positions() {
 /// profile.
 #[test]
 fn an_ensemble_check_draws_cases_over_the_posterior_draws() {
-    use memlink::predictive::Ensembles;
+    use memlink::study::predictive::Ensembles;
     let plain = Check::load(&common::path("scenarios/invariants/maple.ron")).unwrap();
     let fit = plain.scenario(&plain.smallest(), "tainted-never-promoted").unwrap().profile;
     let only_off_fit = |ls: &LoadedScenario| if ls.profile == fit { Ok(None) } else { with_promote_all(ls) };

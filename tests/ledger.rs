@@ -226,7 +226,7 @@ fn bad_capabilities_ledgers_and_whatif_files_are_positioned_errors() {
         assert_ne!(edit, good, "{needle}: the edit applies");
         let p = dir.join("w.ron");
         std::fs::write(&p, &edit).unwrap();
-        let e = memlink::whatif::WhatIf::load(&p).err().expect(needle).to_string();
+        let e = memlink::study::whatif::WhatIf::load(&p).err().expect(needle).to_string();
         assert!(e.starts_with(&format!("{}:", p.display())) && e.contains(needle), "{e}");
     }
     // A capability on a message attack is refused, naming the setting.
@@ -236,9 +236,9 @@ fn bad_capabilities_ledgers_and_whatif_files_are_positioned_errors() {
     );
     let p = dir.join("m.ron");
     std::fs::write(&p, &msg).unwrap();
-    let e = memlink::whatif::WhatIf::load(&p).err().expect("message attack").to_string();
+    let e = memlink::study::whatif::WhatIf::load(&p).err().expect("message attack").to_string();
     assert!(e.contains("capabilities only on attacks that write memory; setting `csqa`"), "{e}");
     // The committed what-if loads as it is.
-    let w = memlink::whatif::WhatIf::load(&root.join("scenarios/whatif/forgery.ron")).expect("loads");
+    let w = memlink::study::whatif::WhatIf::load(&root.join("scenarios/whatif/forgery.ron")).expect("loads");
     assert_eq!(w.jobs.len(), 2 * 7 * 3 * 10);
 }

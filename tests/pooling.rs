@@ -4,8 +4,8 @@
 mod common;
 
 use memlink::agent::{ModelParams, load_profile, load_profile_str};
-use memlink::calibrate::Calibration;
-use memlink::calibrate::loso::{BlockFit, Loso, Predictor};
+use memlink::study::calibrate::Calibration;
+use memlink::study::calibrate::loso::{BlockFit, Loso, Predictor};
 use std::path::{Path, PathBuf};
 
 fn scratch(name: &str) -> PathBuf {
@@ -151,11 +151,11 @@ fn leave_one_setting_out_predicts_each_settings_attack_rows_without_them() {
     // setting's rows (here: dropping its attack rows from the targets) leaves its fold's model
     // values as they were.
     let a = l.folds.iter().find(|f| f.setting == "mmlu_minja" && f.predictor == Predictor::Pooled).unwrap();
-    let spreads: Vec<Option<memlink::calibrate::pool::Spread>> =
+    let spreads: Vec<Option<memlink::study::calibrate::pool::Spread>> =
         serde_json::from_str(&std::fs::read_to_string(out.join("pool.spreads.json")).unwrap()).unwrap();
     let csqa_determined = spreads[3].as_ref().and_then(|s| s.se).is_some();
     let expected = if csqa_determined {
-        let state: Vec<memlink::calibrate::Simplex> =
+        let state: Vec<memlink::study::calibrate::Simplex> =
             serde_json::from_str(&std::fs::read_to_string(out.join("pool.state.json")).unwrap()).unwrap();
         // CSQA's search is the second; its memory weight the second coordinate.
         state[1].best().0[1]
@@ -166,7 +166,7 @@ fn leave_one_setting_out_predicts_each_settings_attack_rows_without_them() {
     // Rerun from the checkpoints: the same folds.
     let again = cal.leave_one_out(&out, true, &mut |_, _| {}).unwrap();
     assert_eq!(l, again);
-    let md = memlink::calibrate::loso::loso_report(&cal, &l);
+    let md = memlink::study::calibrate::loso::loso_report(&cal, &l);
     assert!(md.contains("| **all** |") && md.contains("mmlu_minja"), "{md}");
 }
 
@@ -214,12 +214,12 @@ fn a_fold_fits_the_skill_alone_and_a_refold_adds_it_to_a_result_stored_before_th
     let stored: Loso = serde_json::from_value(json).unwrap();
     assert_eq!(stored, old, "a fold without `block` fitted every field");
     // Its report has columns for what it holds: every block field fitted, pooled and defaults.
-    let md = memlink::calibrate::loso::loso_report(&cal, &stored);
+    let md = memlink::study::calibrate::loso::loso_report(&cal, &stored);
     assert!(
         md.contains("| in-sample RMS z | LOSO RMS z, pooled, every block field fitted | LOSO RMS z, defaults, every block field fitted |"),
         "{md}"
     );
-    let full = memlink::calibrate::loso::loso_report(&cal, &l);
+    let full = memlink::study::calibrate::loso::loso_report(&cal, &l);
     assert!(full.contains("| LOSO RMS z, pooled | LOSO RMS z, pooled where shared | LOSO RMS z, defaults |"), "{full}");
     // The refold computes the missing folds at the stored model values (the shared ones from
     // the pooled): the full run's.
@@ -241,14 +241,14 @@ fn consistent_only_leaves_out_both_cells_of_each_contradicted_pair() {
     let (filtered, all) = (Calibration::load(&file).unwrap().rows(), all.unwrap().rows());
     let dropped: Vec<_> = all.iter().filter(|r| !filtered.contains(r)).collect();
     assert!(!dropped.is_empty() && filtered.iter().all(|r| all.contains(r)));
-    let targets = memlink::calibrate::read_targets(&common::path("models/calibration-targets.csv")).unwrap();
-    let effects = memlink::calibrate::effects::effects(&targets);
+    let targets = memlink::study::calibrate::read_targets(&common::path("models/calibration-targets.csv")).unwrap();
+    let effects = memlink::study::calibrate::effects::effects(&targets);
     let line = |l: usize| targets.iter().find(|t| t.line == l).unwrap();
     let mut table2 = 0;
     for (l, setting, guard, metric) in &dropped {
         let t = line(*l);
         assert!(
-            memlink::calibrate::effects::inconsistent(&effects, &t.backbone, setting, guard, metric),
+            memlink::study::calibrate::effects::inconsistent(&effects, &t.backbone, setting, guard, metric),
             "{t:?} is a cell of a contradicted pair"
         );
         assert!(metric.ends_with("@3"));

@@ -4,8 +4,8 @@
 
 mod common;
 
-use memlink::predictive::Ensembles;
-use memlink::whatif::WhatIf;
+use memlink::study::predictive::Ensembles;
+use memlink::study::whatif::WhatIf;
 
 fn small_whatif(dir: &std::path::Path) -> std::path::PathBuf {
     let base = common::path("scenarios/paper/mmlu-minja-wheel.ron");
@@ -41,7 +41,7 @@ fn a_whatif_over_the_ensemble_keeps_the_fit_and_adds_predictive_intervals() {
     assert_eq!((w.draws, w.jobs.len()), (3, 4 * fit_jobs));
     // The draws run on the fit's seeds, labelled for their own record stratum.
     assert!(w.jobs[fit_jobs..].iter().zip(plain.jobs.iter().cycle()).all(|(d, f)| d.seed == f.seed));
-    assert!(w.jobs[fit_jobs..].iter().all(|j| j.label == memlink::predictive::LABEL));
+    assert!(w.jobs[fit_jobs..].iter().all(|j| j.label == memlink::study::predictive::LABEL));
     let results = w.run(&dir.join("runs"), true).unwrap();
     let a = w.analyse(&results);
     let b = plain.analyse(&plain.run(&dir.join("runs"), true).unwrap());

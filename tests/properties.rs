@@ -2,16 +2,16 @@
 //! queries and readers, and of the engine's ordering contract.
 
 use memlink::engine::{EventQueue, Time};
-use memlink::explain::{build_item, metadata_step};
 use memlink::guard::maple::{
     Action, MapleConfig, MapleVariant, QueryContext, Reader, broker_decision, commit_gates, lifecycle_risk,
     promotion_gate, read_score, write_gate,
 };
 use memlink::memory::{MemoryTopology, Status, Taint};
+use memlink::study::explain::{build_item, metadata_step};
 use memlink::text::{Lexicon, analyze_query};
 use proptest::prelude::*;
 
-use memlink::props::{self, item as input, text};
+use memlink::testkit::props::{self, item as input, text};
 
 fn in01(x: f64) -> bool {
     (0.0..=1.0).contains(&x)
@@ -266,10 +266,10 @@ proptest! {
         inp.intent = intent;
         inp.experience = experience;
         inp.parents.push(parent);
-        inp.reads.push(memlink::explain::ReadInput {
+        inp.reads.push(memlink::study::explain::ReadInput {
             query, sim, reader: 0, task_class: "mmlu".into(), cluster_share: 0.0, state: Default::default(),
         });
-        let e = memlink::explain::explain(&inp);
+        let e = memlink::study::explain::explain(&inp);
         prop_assert!(in01(e.trust) && in01(e.hazard));
         let s = e.signals;
         for v in [s.total, s.provenance, s.lineage, s.self_claim_success, s.instruction_like, s.answer_binding,
@@ -314,7 +314,7 @@ fn python_re_semantics_on_non_ascii_text() {
 /// MAPLE-Guard as the reference defines it; the counterexample is pinned here.
 #[test]
 fn over_blocking_counterexample_team_scoped_outcome_memory() {
-    let mut inp = memlink::props::clean_item_example();
+    let mut inp = memlink::testkit::props::clean_item_example();
     inp.scope = memlink::memory::Scope::Team;
     let r = props::no_overblocking(&inp, "why does photosynthesis need light", 0.5, &MapleConfig::default());
     let e = r.expect_err("a team-scoped outcome memory is quarantined");

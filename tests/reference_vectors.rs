@@ -3,11 +3,11 @@
 //! items). Every τ, h, signal, gate decision with its reason, outcome update and read score
 //! must match.
 
-use memlink::explain::{ExplainInput, ReadInput, ReadState, StrictView, build_item, explain, metadata_step};
 use memlink::guard::maple::{
     BackendQCache, FeedbackPolicy, MapleConfig, OutcomeParams, ProvenanceMode, StrictChannel, apply_outcome,
 };
 use memlink::memory::{Scope, Taint};
+use memlink::study::explain::{ExplainInput, ReadInput, ReadState, StrictView, build_item, explain, metadata_step};
 use memlink::text::Lexicon;
 use serde_json::Value;
 

@@ -5,9 +5,9 @@
 //! range, texts whose lower case has another byte length, the reference's reason strings — plus
 //! controls. Every τ, h, signal, decision with its reason string, status and read term must match.
 
-use memlink::explain::{ExplainInput, ReadInput, ReadState, StrictView, explain};
 use memlink::guard::maple::{Action, Decision, MapleConfig, StrictChannel};
 use memlink::memory::{MemoryTopology, Scope, Status, Taint};
+use memlink::study::explain::{ExplainInput, ReadInput, ReadState, StrictView, explain};
 use serde_json::Value;
 
 const TOL: f64 = 1e-9;

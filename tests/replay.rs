@@ -6,8 +6,8 @@ mod common;
 
 use memlink::agent::ReplayMode;
 use memlink::scenario::LoadedScenario;
-use memlink::trace::Trace;
-use memlink::trace::replay::{ArmChoice, ReplayOptions, record_arm, record_scenario, replay};
+use memlink::study::trace::Trace;
+use memlink::study::trace::replay::{ArmChoice, ReplayOptions, record_arm, record_scenario, replay};
 use std::path::{Path, PathBuf};
 
 fn scratch(name: &str) -> PathBuf {
@@ -251,10 +251,10 @@ fn a_scenario_file_of_another_world_is_refused() {
 #[test]
 fn the_reference_stream_trace_imports_to_the_metrics_it_states() {
     let dir = common::path("tests/fixtures/reference-stream");
-    let t = memlink::trace::import::stream(&dir.join("trace.jsonl"), Some(&dir.join("trace.summary.json")))
+    let t = memlink::study::trace::import::stream(&dir.join("trace.jsonl"), Some(&dir.join("trace.summary.json")))
         .expect("imports");
     let t = through_file(&t, &scratch("stream"), "imported.jsonl");
-    let m = memlink::trace::metrics(&t);
+    let m = memlink::study::trace::metrics(&t);
     let s: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("trace.summary.json")).unwrap()).unwrap();
     let close = |a: Option<f64>, b: &serde_json::Value| (a.expect("known") - b.as_f64().unwrap()).abs() < 1e-12;
@@ -290,10 +290,10 @@ fn the_reference_stream_trace_imports_to_the_metrics_it_states() {
 #[test]
 fn the_reference_infa_trace_imports_to_the_metrics_it_states() {
     let dir = common::path("tests/fixtures/reference-infa");
-    let t = memlink::trace::import::infa(&dir.join("maple_guard.trace.jsonl"), None).expect("imports");
+    let t = memlink::study::trace::import::infa(&dir.join("maple_guard.trace.jsonl"), None).expect("imports");
     let t = through_file(&t, &scratch("infa"), "imported.jsonl");
     assert!(t.approximate.iter().all(|a| *a), "memory ids are reconstructed");
-    let m = memlink::trace::metrics(&t);
+    let m = memlink::study::trace::metrics(&t);
     let s: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
     let want = &s["methods"]["maple_guard"]["metrics"];
@@ -333,21 +333,21 @@ fn importers_refuse_records_without_the_fields_they_need() {
             .collect();
         let p = dir.join(format!("{field}.jsonl"));
         std::fs::write(&p, lines.join("\n") + "\n").unwrap();
-        let e = memlink::trace::import::stream(&p, Some(&summary)).expect_err(field).to_string();
+        let e = memlink::study::trace::import::stream(&p, Some(&summary)).expect_err(field).to_string();
         assert!(e.starts_with(&format!("{}:3:1:", p.display())) && e.contains(field), "{e}");
     }
-    let e = memlink::trace::import::stream(&common::path("tests/fixtures/reference-stream/trace.jsonl"), None)
+    let e = memlink::study::trace::import::stream(&common::path("tests/fixtures/reference-stream/trace.jsonl"), None)
         .expect_err("no summary")
         .to_string();
     assert!(e.contains("--summary"), "{e}");
     let ta = dir.join("ta.trace.jsonl");
     std::fs::write(&ta, "{\"sample_id\": \"t0\", \"attacker_instruction\": \"x\", \"communication_data\": []}\n")
         .unwrap();
-    let e = memlink::trace::import::infa(&ta, None).expect_err("TA").to_string();
+    let e = memlink::study::trace::import::infa(&ta, None).expect_err("TA").to_string();
     assert!(e.contains(":1:1:") && e.contains("official evaluator"), "{e}");
     let garbage = dir.join("garbage.jsonl");
     std::fs::write(&garbage, "{\"task_index\": 0,\n").unwrap();
-    let e = memlink::trace::import::stream(&garbage, Some(&summary)).expect_err("garbage").to_string();
+    let e = memlink::study::trace::import::stream(&garbage, Some(&summary)).expect_err("garbage").to_string();
     assert!(e.contains("garbage.jsonl:1:"), "{e}");
 }
 

@@ -255,8 +255,9 @@ fn validate_takes_every_kind_of_file_and_names_it() {
 
 #[test]
 fn calibrate_resume_refuses_an_impossible_checkpoint() {
-    let cal = memlink::calibrate::Calibration::load(&common::path("scenarios/calibration/qwen-table2-nodefense.ron"))
-        .expect("calibration");
+    let cal =
+        memlink::study::calibrate::Calibration::load(&common::path("scenarios/calibration/qwen-table2-nodefense.ron"))
+            .expect("calibration");
     let good = serde_json::to_string_pretty(&cal.example_checkpoint()).unwrap();
     let state = Path::new("qwen-table2-nodefense.state.json");
     assert!(cal.checkpoint_from_str(&good, state).is_ok());

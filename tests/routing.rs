@@ -193,13 +193,15 @@ fn similarity_defaults_match_the_recorded_and_published_figures() {
         WorkloadConfig::Mmlu(McqConfig { tasks: 150, ..McqConfig::default() }),
         WorkloadConfig::AppWorld(Default::default()),
     ] {
-        let (related, siblings, unrelated) = memlink::fidelity::measure_similarity(&w, &SimilarityModel::default());
+        let (related, siblings, unrelated) =
+            memlink::study::fidelity::measure_similarity(&w, &SimilarityModel::default());
         let ((r, _), (s, _), (u, su)) = (mean_sd(&related), mean_sd(&siblings), mean_sd(&unrelated));
         assert!((u - 0.186).abs() < 0.03 && (su - 0.094).abs() < 0.03, "{}: unrelated {u} ± {su}", w.class());
         assert!((0.44..=0.75).contains(&(r - u)), "{}: contrast {}", w.class(), r - u);
         assert!(u < s && s <= r, "{}: siblings sit between ({u}, {s}, {r})", w.class());
         // The earlier contrast is below the published range on AppWorld.
-        let (related, _, unrelated) = memlink::fidelity::measure_similarity(&w, &SimilarityModel::before_fidelity());
+        let (related, _, unrelated) =
+            memlink::study::fidelity::measure_similarity(&w, &SimilarityModel::before_fidelity());
         let gap = mean_sd(&related).0 - mean_sd(&unrelated).0;
         assert!(gap < r - u, "{}: lower contrast before ({gap})", w.class());
     }

@@ -28,7 +28,7 @@ fn maple_lowers_rda_on_every_paper_topology() {
         let (none, maple) = (&r.arms[0], &r.arms[1]);
         assert_eq!(none.guard, "no_defense");
         assert_eq!(maple.guard, "maple_guard");
-        let rda = |a: &memlink::metrics::ArmSummary| a.rounds[2].rda;
+        let rda = |a: &memlink::eval::metrics::ArmSummary| a.rounds[2].rda;
         assert!(rda(maple) < rda(none), "{topo}: MAPLE RDA@3 {} vs No Defense {}", rda(maple), rda(none));
         assert!(none.poison_stops.is_empty(), "No Defense stops nothing");
         let promo = maple.poison_stops.get("promotion:unsafe_lifecycle_team_memory_promotion").copied().unwrap_or(0);
@@ -265,7 +265,7 @@ fn every_bundled_scenario_and_grid_loads() {
             f.display()
         );
         if kind == FileKind::Grid {
-            let (_, runs) = memlink::grid::expand(&f).unwrap_or_else(|e| panic!("{e}"));
+            let (_, runs) = memlink::study::grid::expand(&f).unwrap_or_else(|e| panic!("{e}"));
             assert!(!runs.is_empty(), "{}: {summary}", f.display());
         }
     }
@@ -371,7 +371,7 @@ fn task_keyed_handoffs_are_read_in_later_rounds() {
 #[test]
 fn evidence_framing_scales_memories_only_where_the_prompt_renders_them_as_evidence() {
     use memlink::agent::Profile;
-    use memlink::metrics::ArmSummary;
+    use memlink::eval::metrics::ArmSummary;
     let with = |ls: &memlink::scenario::LoadedScenario, edit: &dyn Fn(&mut Profile)| -> Vec<ArmSummary> {
         let mut p = ls.profile.clone();
         // A model that knows little, so that what its memories say decides answers (a model

@@ -251,9 +251,9 @@ fn a_grid_runs_through_the_engine_and_a_rerun_skips_what_is_done() {
     let first = std::fs::read(out.join("results.jsonl")).unwrap();
     assert_eq!(std::fs::read_dir(out.join("runs")).unwrap().count(), 3);
     // The stored runs give the records `run_grid` computes directly.
-    let (spec, runs) = memlink::grid::expand(&grid).unwrap();
-    let direct = memlink::grid::run_grid(&spec, &runs);
-    assert_eq!(memlink::grid::read_records(&out.join("results.jsonl")).unwrap(), direct);
+    let (spec, runs) = memlink::study::grid::expand(&grid).unwrap();
+    let direct = memlink::study::grid::run_grid(&spec, &runs);
+    assert_eq!(memlink::study::grid::read_records(&out.join("results.jsonl")).unwrap(), direct);
     let o = memlink(&["grid", grid.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet"]);
     ok(&o);
     assert_eq!(first, std::fs::read(out.join("results.jsonl")).unwrap());

@@ -1,6 +1,6 @@
 //! The recording decorator: wraps any [`Backbone`] and logs every call it answers — the
 //! [`CallSite`] the world built for it, which occurrence of that site it is, and the decision —
-//! without changing a single decision or draw. `crate::trace` writes the log as a trace file.
+//! without changing a single decision or draw. `crate::study::trace` writes the log as a trace file.
 
 use super::{Answer, AnswerContext, Backbone, CallSite, Reported, Retention, Verdict};
 use crate::engine::SimRng;

@@ -6,9 +6,9 @@
 //!
 //! Guard methods receive [`MemoryItem`]s, query features and message views. None of these types
 //! has a field from which "is poison", the attack's target or the correct answer can be read;
-//! that truth lives in [`crate::oracle::Oracle`], whose read methods demand an
-//! [`crate::metrics::EvaluatorAccess`] token that only the metrics module can create. A guard that
-//! tries to peek does not compile:
+//! that truth lives in [`crate::eval::oracle::Oracle`], whose read methods demand an
+//! [`crate::eval::access::EvaluatorAccess`] token that only the evaluator can create. A guard
+//! that tries to peek does not compile:
 //!
 //! ```compile_fail
 //! use memlink::memory::MemoryItem;
@@ -16,8 +16,20 @@
 //! ```
 //!
 //! ```compile_fail
-//! use memlink::oracle::Oracle;
-//! fn peek(o: &Oracle) -> bool { o.is_poison(0, &memlink::metrics::EvaluatorAccess { _private: () }) }
+//! use memlink::eval::oracle::Oracle;
+//! fn peek(o: &Oracle) -> bool { o.is_poison(0, &memlink::eval::access::EvaluatorAccess { _private: () }) }
+//! ```
+//!
+//! ```compile_fail
+//! use memlink::eval::oracle::Oracle;
+//! fn peek(o: &Oracle) -> bool { o.is_poison(0, &memlink::eval::access::EvaluatorAccess::mint()) }
+//! ```
+//!
+//! The paths above are right; only the privilege is missing (this compiles):
+//!
+//! ```
+//! use memlink::eval::{access::EvaluatorAccess, oracle::Oracle};
+//! fn peek(o: &Oracle, token: &EvaluatorAccess) -> bool { o.is_poison(0, token) }
 //! ```
 
 pub mod acl;

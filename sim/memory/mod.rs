@@ -1,6 +1,6 @@
 //! Memory items, their metadata and lineage, and the stores they live in (private per agent,
 //! shared, quarantine). Nothing here knows which items are poison: that truth lives in
-//! [`crate::oracle`], which guards cannot reach.
+//! [`crate::eval::oracle`], which guards cannot reach.
 
 mod dense;
 mod item;

@@ -10,7 +10,7 @@ use crate::attack::capability::{
     AdaptMode, Adaptive, Capability, Laundering, Sleeper, WORDINGS, accumulation, adaptive, laundering, metadata_menu,
     sleeper, summarizer,
 };
-use crate::metrics::CapabilityStats;
+use crate::eval::metrics::CapabilityStats;
 
 /// What the capabilities keep across tasks.
 #[derive(Clone, Debug, Default)]

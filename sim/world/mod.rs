@@ -30,15 +30,15 @@ use crate::agent::{
 use crate::attack::PoisonWrite;
 use crate::embed::{Embedder, cosine};
 use crate::engine::{EventQueue, StreamKind, Streams, Time, TraceEntry, TraceHash};
+use crate::eval::metrics::{AgentRound, ArmSummary, FinishContext, Recorder, Truth, label_handoff};
+use crate::eval::monitor::{At, Cx, MonitorReport, Monitors, Observation, Route};
+use crate::eval::oracle::{Oracle, PoisonOrigin, PoisonRecord};
 use crate::guard::maple::{
     FeedbackPolicy, MapleConfig, ProvenanceMode, Reader, StrictChannel, apply_outcome, apply_strict_view,
     derive_provenance,
 };
 use crate::guard::{Cluster, CommitVerdict, Guard, MessageAction, MessageView};
 use crate::memory::{ItemId, MemoryBank, MemoryItem, MemoryTopology, Scope, Status, Taint, Writer, marker_bits};
-use crate::metrics::{AgentRound, ArmSummary, FinishContext, Recorder, Truth, label_handoff};
-use crate::monitor::{At, Cx, MonitorReport, Monitors, Observation, Route};
-use crate::oracle::{Oracle, PoisonOrigin, PoisonRecord};
 use crate::scenario::{
     Arm, Attackers, CandidatePool, FramingRule, HandoffIntent, LedgerInputs, MemoryBackend, Placement, PromotionPolicy,
     RetrievalMode, RoundMemoryText, Scenario, Timing,
@@ -526,7 +526,7 @@ impl<'a> World<'a> {
         self
     }
 
-    /// Watches the run with invariant monitors ([`crate::monitor`]); their report comes back
+    /// Watches the run with invariant monitors ([`crate::eval::monitor`]); their report comes back
     /// in [`ArmRun::monitor`]. Monitors read the run and never change it.
     pub fn with_monitors(mut self, monitors: Monitors) -> Self {
         self.monitors = Some(monitors);

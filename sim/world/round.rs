@@ -246,8 +246,8 @@ impl World<'_> {
                 })
                 .collect();
             let actions = if reviews {
-                let digest = self.monitors.as_ref().is_some_and(|m| m.watches(crate::monitor::DIGEST_INVARIANT));
-                let before = digest.then(|| crate::monitor::bank_digest(&self.bank));
+                let digest = self.monitors.as_ref().is_some_and(|m| m.watches(crate::eval::monitor::DIGEST_INVARIANT));
+                let before = digest.then(|| crate::eval::monitor::bank_digest(&self.bank));
                 let mut rng = self.streams.rng(StreamKind::Guard, &[u64::from(task), u64::from(round)]);
                 let actions = if self.sites {
                     // An LLM judge's call: a replayer may answer it from the recording.
@@ -281,7 +281,7 @@ impl World<'_> {
                     self.guard.review_messages(round, &mut views, &self.graph, &mut rng)
                 };
                 if let Some(before) = before {
-                    let after = crate::monitor::bank_digest(&self.bank);
+                    let after = crate::eval::monitor::bank_digest(&self.bank);
                     let at = self.at();
                     let obs = Observation::MessageReview { task, round, before, after };
                     observe(&mut self.monitors, &self.bank, &self.oracle, self.scn.agents, at, obs);
