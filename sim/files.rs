@@ -1,5 +1,7 @@
-//! Files that one input file names (a grid's `base`, a sweep's CSV design, a ledger's
-//! `key_file`, a calibration's targets and stored results): where they may lie.
+//! Files: where the files one input file names may lie (a grid's `base`, a sweep's CSV design,
+//! a ledger's `key_file`, a calibration's targets and stored results), how an output is written
+//! ([`write_atomic`]) and locked ([`lock_folder`]), and what kind of input a file is
+//! ([`detect`], read from its name and top-level fields; `crate::inputs` validates each kind).
 //!
 //! **The path policy.** A file named inside another file must resolve, symbolic links followed,
 //! to a path under one of the allowed roots:
@@ -215,6 +217,158 @@ pub fn lock_folder_saying(dir: &Path, say: bool) -> Result<FolderLock> {
     Ok(FolderLock { _file: file })
 }
 
+// ---- What kind of input a file is, read from the file itself ----
+
+/// The `format` field of every trace header's first line (`crate::study::trace::FORMAT`).
+pub const TRACE_FORMAT: &str = "memlink-trace";
+
+/// The kinds of input file.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum FileKind {
+    /// A scenario (`memlink run`).
+    Scenario,
+    /// A grid (`memlink grid`).
+    Grid,
+    /// A calibration (`memlink calibrate`, `memlink assess`).
+    Calibration,
+    /// A backbone profile (`models/*.ron`).
+    Profile,
+    /// An explain item (`memlink explain`).
+    Explain,
+    /// Grid results (`results.jsonl`, `memlink report`).
+    Results,
+    /// A calibration checkpoint (`<name>.state.json`, `memlink calibrate --resume`).
+    Checkpoint,
+    /// A sensitivity sweep (`memlink sweep`).
+    Sweep,
+    /// A fidelity report's switches (`memlink fidelity`).
+    Fidelity,
+    /// An invariant check over a space of scenarios (`memlink check`).
+    Check,
+    /// A recorded or imported trace (`memlink replay`).
+    Trace,
+    /// A threat-model what-if (`memlink whatif`).
+    WhatIf,
+    /// A stored run (`<out>/runs/<hash>.json` of a sweep, grid or what-if).
+    StoredRun,
+    /// A calibration's posterior ensemble (`models/<profile>.ensemble.ron`, `memlink calibrate
+    /// --ensemble`).
+    Ensemble,
+}
+
+impl FileKind {
+    /// The kind's name as `validate` prints it.
+    pub fn name(self) -> &'static str {
+        match self {
+            FileKind::Scenario => "scenario",
+            FileKind::Grid => "grid",
+            FileKind::Calibration => "calibration",
+            FileKind::Profile => "backbone profile",
+            FileKind::Explain => "explain item",
+            FileKind::Results => "grid results",
+            FileKind::Checkpoint => "calibration checkpoint",
+            FileKind::Sweep => "sweep",
+            FileKind::Fidelity => "fidelity report",
+            FileKind::Check => "invariant check",
+            FileKind::Trace => "trace",
+            FileKind::WhatIf => "what-if",
+            FileKind::StoredRun => "stored run",
+            FileKind::Ensemble => "posterior ensemble",
+        }
+    }
+}
+
+/// Top-level field names of a RON text: `name:` at nesting depth 1, outside strings and comments.
+fn top_level_fields(text: &str) -> Vec<String> {
+    let b = text.as_bytes();
+    let (mut depth, mut i) = (0i32, 0usize);
+    let mut out = Vec::new();
+    while i < b.len() {
+        match b[i] {
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    if b[i] == b'\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+            }
+            b'(' | b'[' | b'{' => depth += 1,
+            b')' | b']' | b'}' => depth -= 1,
+            c if depth == 1 && (c.is_ascii_alphabetic() || c == b'_') => {
+                let start = i;
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                    i += 1;
+                }
+                let rest = text[i..].trim_start();
+                if rest.starts_with(':') && !rest.starts_with("::") {
+                    out.push(text[start..i].to_string());
+                }
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
+}
+
+/// The kind of the file at `path` with contents `text`.
+pub fn detect(path: &Path, text: &str) -> FileKind {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    if name.ends_with(".jsonl") {
+        // By what the first line parses to, not by its bytes: a trace written with other
+        // spacing is still a trace.
+        let first = text.lines().next().unwrap_or("");
+        let format = serde_json::from_str::<serde_json::Value>(first)
+            .ok()
+            .and_then(|v| v.get("format").and_then(|f| f.as_str()).map(String::from));
+        return if format.as_deref() == Some(TRACE_FORMAT) { FileKind::Trace } else { FileKind::Results };
+    }
+    if name.ends_with(".json") {
+        let stored = serde_json::from_str::<serde_json::Value>(text)
+            .ok()
+            .is_some_and(|v| v.get("hash").is_some() && v.get("arms").is_some() && v.get("digest").is_some());
+        if stored {
+            return FileKind::StoredRun;
+        }
+        return if text.trim_start().starts_with('[') || name.ends_with(".state.json") {
+            FileKind::Checkpoint
+        } else {
+            FileKind::Results
+        };
+    }
+    let fields = top_level_fields(text);
+    let has = |f: &str| fields.iter().any(|x| x == f);
+    if has("draws") && has("searches") {
+        FileKind::Ensemble
+    } else if has("fixes") || has("undetermined") {
+        FileKind::Fidelity
+    } else if has("conditions") {
+        FileKind::WhatIf
+    } else if has("space") {
+        FileKind::Check
+    } else if has("factors") || has("design") {
+        FileKind::Sweep
+    } else if has("parameters") || has("targets") {
+        FileKind::Calibration
+    } else if has("settings") || (has("base") && !has("arms")) {
+        FileKind::Grid
+    } else if has("workloads") {
+        FileKind::Profile
+    } else if has("experience") || has("intent") {
+        FileKind::Explain
+    } else {
+        FileKind::Scenario
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,5 +404,29 @@ mod tests {
         // A missing file is the reader's error, named as resolved.
         assert_eq!(referenced(&referring, Path::new("nope.ron")).unwrap(), d.join("sub/nope.ron"));
         std::fs::remove_dir_all(&d).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod kind_tests {
+    use super::*;
+
+    #[test]
+    fn kinds_are_told_apart_by_their_fields() {
+        let p = Path::new("x.ron");
+        assert_eq!(detect(p, "(name: \"a\", agents: 8, arms: [], workload: Mmlu(()))"), FileKind::Scenario);
+        assert_eq!(detect(p, "(name: \"g\", settings: [(name: \"a\", base: \"b.ron\")])"), FileKind::Grid);
+        assert_eq!(detect(p, "(name: \"g\", base: \"b.ron\", seeds: [1])"), FileKind::Grid);
+        assert_eq!(detect(p, "(name: \"c\", profile: \"q\", parameters: [])"), FileKind::Calibration);
+        assert_eq!(detect(p, "(name: \"q\", workloads: { \"mmlu\": () })"), FileKind::Profile);
+        assert_eq!(detect(p, "(intent: \"a\", experience: \"b\")"), FileKind::Explain);
+        assert_eq!(
+            detect(p, "(name: \"s\", base: \"b.ron\", factors: [], design: Oat(steps: [0.8]))"),
+            FileKind::Sweep
+        );
+        assert_eq!(detect(Path::new("r/results.jsonl"), "{}"), FileKind::Results);
+        assert_eq!(detect(Path::new("c.state.json"), "[]"), FileKind::Checkpoint);
+        // Nested fields do not count: a scenario's arms hold a `name` and a `guard`.
+        assert_eq!(top_level_fields("(a: (b: 1), c: \"d: e\") // f: 1"), vec!["a", "c"]);
     }
 }

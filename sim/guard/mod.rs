@@ -38,7 +38,10 @@ pub mod detector;
 pub mod maple;
 pub mod message;
 pub mod piguard;
+pub mod spec;
 pub mod stack;
+
+pub use spec::{GuardSpec, build_guard, judge_kind, with_backbone_judges};
 
 use crate::engine::SimRng;
 use crate::memory::{MemoryItem, MemoryTopology, PrescoreInput, Scope};
@@ -268,88 +271,6 @@ pub trait Guard: Send + Sync {
     ) -> Vec<MessageAction> {
         Vec::new()
     }
-}
-
-/// Builds the guard a scenario arm names, for a system of `agents` agents.
-pub fn build_guard(spec: &crate::scenario::GuardSpec, agents: u32) -> Box<dyn Guard> {
-    use crate::scenario::GuardSpec as S;
-    use message::{GraphAction, MessageGuard, MessageGuardKind as K, XposedMode};
-    match spec {
-        S::NoDefense => Box::new(NoDefense),
-        S::Maple(cfg) => Box::new(maple::MapleGuard::new((**cfg).clone())),
-        S::PiGuard(c) => {
-            let name = match c.mode {
-                piguard::PiGuardMode::Retrieval => "piguard_retrieval",
-                piguard::PiGuardMode::Lifecycle => "piguard_lifecycle",
-            };
-            Box::new(piguard::PiGuard::new(name, c.clone()))
-        }
-        S::ProvenanceAcl(c) => Box::new(acl::ProvenanceAcl::new("provenance_acl", c.clone(), agents)),
-        S::AMemGuard(c) => Box::new(amem::AMemGuard::new("pure_a_memguard_memrl", c.clone())),
-        S::Challenger(c) => Box::new(MessageGuard::new("challenger", K::Challenger(c.clone()))),
-        S::Inspector(c) => Box::new(MessageGuard::new("inspector", K::Inspector(c.clone()))),
-        S::AgentSafe(c) => Box::new(MessageGuard::new("agentsafe", K::AgentSafe(c.clone()))),
-        S::AgentXposed(c) => {
-            let name = match c.mode {
-                XposedMode::Guide => "agentxposed_guide",
-                XposedMode::Kick => "agentxposed_kick",
-            };
-            Box::new(MessageGuard::new(name, K::AgentXposed(c.clone())))
-        }
-        S::GSafeguard(c) => Box::new(MessageGuard::new("gsafeguard", K::Graph(c.clone()))),
-        S::InfaGuard(c) => {
-            let name = match c.action {
-                GraphAction::Prune => "infa_guard",
-                GraphAction::Replace => "infa_guard_replace",
-            };
-            Box::new(MessageGuard::new(name, K::Graph(c.clone())))
-        }
-        S::Guardian(c) => Box::new(MessageGuard::new("guardian", K::Guardian(c.clone()))),
-        S::Stack(specs) => {
-            let guards: Vec<Box<dyn Guard>> = specs.iter().map(|s| build_guard(s, agents)).collect();
-            let name = guards.iter().map(|g| g.name().to_string()).collect::<Vec<_>>().join("+");
-            Box::new(stack::GuardStack::new(&name, guards))
-        }
-    }
-}
-
-/// The judge kind ([`crate::agent::JUDGE_KINDS`]) of a guard whose detector is an LLM call
-/// on the agents' backbone, if it is one.
-pub fn judge_kind(spec: &crate::scenario::GuardSpec) -> Option<&'static str> {
-    use crate::scenario::GuardSpec as S;
-    match spec {
-        S::Challenger(_) => Some("challenger"),
-        S::Inspector(_) => Some("inspector"),
-        S::AgentSafe(_) => Some("agentsafe"),
-        S::AgentXposed(_) => Some("agentxposed"),
-        _ => None,
-    }
-}
-
-/// `spec` as run by agents of backbone `profile`: each LLM judge's detector (in stacks too)
-/// shifted by the profile's [`crate::agent::JudgeShift`] for its kind. Other guards unchanged.
-pub fn with_backbone_judges(
-    spec: &crate::scenario::GuardSpec,
-    profile: &crate::agent::Profile,
-) -> crate::scenario::GuardSpec {
-    use crate::scenario::GuardSpec as S;
-    if profile.judges.is_empty() {
-        return spec.clone();
-    }
-    let shift = |d: &mut detector::DetectorParams| {
-        if let Some(j) = judge_kind(spec).and_then(|k| profile.judges.get(k)) {
-            d.bias += j.bias;
-            d.dissent += j.dissent;
-        }
-    };
-    let mut out = spec.clone();
-    match &mut out {
-        S::Challenger(c) | S::Inspector(c) | S::AgentSafe(c) => shift(&mut c.detector),
-        S::AgentXposed(c) => shift(&mut c.detector),
-        S::Stack(specs) => *specs = specs.iter().map(|s| with_backbone_judges(s, profile)).collect(),
-        _ => {}
-    }
-    out
 }
 
 /// The undefended baseline: every write allowed, reads ranked by sim + 0.8·Q.

@@ -6,11 +6,8 @@ pub mod estimate;
 use crate::agent::Profile;
 use crate::attack::AttackConfig;
 use crate::error::{Error, Result, locate_field, parse_ron, read_file};
-use crate::guard::acl::AclConfig;
-use crate::guard::amem::AMemGuardConfig;
-use crate::guard::maple::{FeedbackPolicy, MapleConfig, OutcomeParams, ProvenanceMode};
-use crate::guard::message::{GraphGuardConfig, GuardianConfig, JudgeConfig, XposedConfig};
-use crate::guard::piguard::PiGuardConfig;
+use crate::guard::maple::{FeedbackPolicy, OutcomeParams, ProvenanceMode};
+pub use crate::guard::spec::GuardSpec;
 use crate::memory::MemoryTopology;
 use crate::topology::Topology;
 use crate::workload::WorkloadConfig;
@@ -414,74 +411,6 @@ impl Protocol {
     /// Candidates per store.
     pub fn backend_k(&self) -> usize {
         self.backend_k.unwrap_or((4 * self.top_k).max(self.top_k + 4))
-    }
-}
-
-/// A guard arm of a comparison.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum GuardSpec {
-    /// No defense.
-    NoDefense,
-    /// MAPLE-Guard with this configuration (`()` = the paper's defaults).
-    Maple(Box<MapleConfig>),
-    /// PIGuard, `Retrieval` or `Lifecycle` (`()` = retrieval with the default classifier).
-    PiGuard(PiGuardConfig),
-    /// provenance-ACL (pair it with `provenance: StrictLedger`, as the paper's strict controls do).
-    ProvenanceAcl(AclConfig),
-    /// The A-MemGuard proxy.
-    AMemGuard(AMemGuardConfig),
-    /// Challenger: a per-message judge that replaces unsafe outputs.
-    Challenger(JudgeConfig),
-    /// Inspector: a judge over the chat history that rewrites unsafe outputs.
-    Inspector(JudgeConfig),
-    /// AgentSafe: security-level check replacing outputs with a refusal.
-    AgentSafe(JudgeConfig),
-    /// AgentXposed, `mode: Guide` (default) or `Kick`.
-    AgentXposed(XposedConfig),
-    /// G-Safeguard: GNN node flags that prune outputs.
-    GSafeguard(GraphGuardConfig),
-    /// INFA-Guard: the GNN adapter, pruning (default) or replacing from a donor.
-    InfaGuard(GraphGuardConfig),
-    /// GUARDIAN: one removal per round.
-    Guardian(GuardianConfig),
-    /// Several guards applied together, in order.
-    Stack(Vec<GuardSpec>),
-}
-
-impl GuardSpec {
-    /// The guard's name in results.
-    pub fn method_name(&self) -> String {
-        crate::guard::build_guard(self, 2).name().to_string()
-    }
-
-    /// Checks every configuration in the spec; returns (field, what was expected).
-    pub fn validate(&self) -> std::result::Result<(), (String, String)> {
-        match self {
-            GuardSpec::NoDefense | GuardSpec::ProvenanceAcl(_) => Ok(()),
-            GuardSpec::Maple(cfg) => cfg.validate(),
-            GuardSpec::PiGuard(c) => c.classifier.check(),
-            GuardSpec::AMemGuard(c) => {
-                if c.max_lessons == 0 {
-                    return Err(("max_lessons".into(), "at least 1".into()));
-                }
-                Ok(())
-            }
-            GuardSpec::Challenger(c) | GuardSpec::Inspector(c) | GuardSpec::AgentSafe(c) => c.detector.check(),
-            GuardSpec::AgentXposed(c) => {
-                if c.step_down < 0.0 || c.step_up < 0.0 {
-                    return Err(("step_down".into(), "steps ≥ 0".into()));
-                }
-                c.detector.check()
-            }
-            GuardSpec::GSafeguard(c) | GuardSpec::InfaGuard(c) => c.detector.check(),
-            GuardSpec::Guardian(c) => c.detector.check(),
-            GuardSpec::Stack(gs) => {
-                if gs.is_empty() {
-                    return Err(("arms".into(), "a Stack of at least one guard".into()));
-                }
-                gs.iter().try_for_each(|g| g.validate())
-            }
-        }
     }
 }
 

@@ -244,7 +244,7 @@ impl Check {
     /// scenario's own invariants when it lists some), nothing else varied.
     pub fn load_any(path: &Path) -> Result<Check> {
         let text = read_file(path)?;
-        if crate::inputs::detect(path, &text) != crate::inputs::FileKind::Scenario {
+        if crate::files::detect(path, &text) != crate::files::FileKind::Scenario {
             return Self::load_str(&text, path);
         }
         let ls = crate::scenario::load_str(&text, path)?;

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// The `format` of every trace header.
-pub const FORMAT: &str = "memlink-trace";
+pub const FORMAT: &str = crate::files::TRACE_FORMAT;
 /// The trace format's version.
 pub const VERSION: u32 = 1;
 
