@@ -257,6 +257,26 @@ pub enum FileKind {
 }
 
 impl FileKind {
+    /// What to do with a file of this kind, for a command that was given the wrong kind.
+    pub fn how_to_use(self) -> &'static str {
+        match self {
+            FileKind::Scenario => "run it with `memlink run`",
+            FileKind::Grid => "run it with `memlink grid`",
+            FileKind::Calibration => "run it with `memlink calibrate` or `memlink assess`",
+            FileKind::Profile => "a scenario names it as its `backbone`",
+            FileKind::Explain => "score it with `memlink explain`",
+            FileKind::Results => "render it with `memlink report`",
+            FileKind::Checkpoint => "resume it with `memlink calibrate --resume`",
+            FileKind::Sweep => "run it with `memlink sweep`",
+            FileKind::Fidelity => "run it with `memlink fidelity`",
+            FileKind::Check => "run it with `memlink check`",
+            FileKind::Trace => "replay it with `memlink replay`",
+            FileKind::WhatIf => "run it with `memlink whatif`",
+            FileKind::StoredRun => "a study's stored run, read by the study that wrote it",
+            FileKind::Ensemble => "`--ensemble` reads it beside its profile",
+        }
+    }
+
     /// The kind's name as `validate` prints it.
     pub fn name(self) -> &'static str {
         match self {
@@ -280,6 +300,11 @@ impl FileKind {
 
 /// Top-level field names of a RON text: `name:` at nesting depth 1, outside strings and comments.
 fn top_level_fields(text: &str) -> Vec<String> {
+    top_level_field_spans(text).into_iter().map(|(_, name)| name).collect()
+}
+
+/// [`top_level_fields`] with each name's byte offset.
+fn top_level_field_spans(text: &str) -> Vec<(usize, String)> {
     let b = text.as_bytes();
     let (mut depth, mut i) = (0i32, 0usize);
     let mut out = Vec::new();
@@ -308,7 +333,7 @@ fn top_level_fields(text: &str) -> Vec<String> {
                 }
                 let rest = text[i..].trim_start();
                 if rest.starts_with(':') && !rest.starts_with("::") {
-                    out.push(text[start..i].to_string());
+                    out.push((start, text[start..i].to_string()));
                 }
                 continue;
             }
@@ -317,6 +342,21 @@ fn top_level_fields(text: &str) -> Vec<String> {
         i += 1;
     }
     out
+}
+
+/// The top-level field of a RON text within which (1-based) `line` and `col` fall: the last
+/// `name:` at nesting depth 1 that starts before them.
+pub fn top_level_field_at(text: &str, line: usize, col: usize) -> Option<String> {
+    // The byte offset of (line, col), columns counted in characters.
+    let mut offset = 0;
+    for (i, l) in text.split_inclusive('\n').enumerate() {
+        if i + 1 == line {
+            offset += l.char_indices().nth(col.saturating_sub(1)).map_or(l.len(), |(b, _)| b);
+            break;
+        }
+        offset += l.len();
+    }
+    top_level_field_spans(text).into_iter().rev().find(|(at, _)| *at <= offset).map(|(_, name)| name)
 }
 
 /// The kind of the file at `path` with contents `text`.

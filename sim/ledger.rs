@@ -334,6 +334,38 @@ impl Ledger {
     }
 }
 
+/// The reason a direct write the ledger refuses carries in its commit verdict (the write gate's
+/// decision, `Reject`), as the reference's `memory_manager` reports it.
+pub const REJECT_REASON: &str = "ledger_signature_invalid";
+
+/// What the ledger made of a direct write, one that bypassed the memory manager.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Admission {
+    /// Its tag did not verify: its provenance claims were set aside ([`distrust`]).
+    pub distrusted: bool,
+    /// And the ledger refuses unverified writes ([`VerifyMode::VerifyRejectUnsigned`]): it is
+    /// not stored as active.
+    pub rejected: bool,
+}
+
+impl Ledger {
+    /// Checks a direct write (item `id`, not yet stored) before the gates trust its provenance:
+    /// a tag that does not verify sets its claims aside ([`distrust`]) and, under
+    /// [`VerifyMode::VerifyRejectUnsigned`], refuses it. Counts both.
+    pub fn admit_direct(&mut self, item: &mut MemoryItem, id: u32) -> Admission {
+        if self.check_write(item, id) == Verdict::Trusted {
+            return Admission::default();
+        }
+        self.stats.distrusted += 1;
+        let rejected = self.config.verify == VerifyMode::VerifyRejectUnsigned;
+        if rejected {
+            self.stats.rejected += 1;
+        }
+        distrust(item);
+        Admission { distrusted: true, rejected }
+    }
+}
+
 /// The view the gates take of an item whose provenance did not verify: its claims about
 /// route, lineage, writer standing, outcomes and utility are set aside. The route becomes
 /// `unverified_provenance`, taint at least unverified, lineage empty, writer trust neutral,

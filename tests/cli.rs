@@ -228,3 +228,48 @@ fn run_with_an_ensemble_adds_the_draws_and_keeps_the_fit() {
         std::fs::remove_dir_all(d).ok();
     }
 }
+
+/// The quickstart scenario with `from` replaced by `to`.
+fn quickstart_with(from: &str, to: &str) -> String {
+    let text = std::fs::read_to_string(common::path("scenarios/quickstart.ron")).unwrap();
+    assert!(text.contains(from), "the quickstart has no `{from}`");
+    text.replace(from, to)
+}
+
+#[test]
+fn errors_a_newcomer_meets_say_what_was_expected() {
+    // A number where `attackers` takes a variant: no advice about raw identifiers.
+    let p = scenario_file("attackers-number", &quickstart_with("attackers: Ids([0, 1, 5])", "attackers: 1"));
+    let o = memlink(&["run", p.to_str().unwrap()]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("unexpected \"1\"") && e.contains("`Ids([0, 1, 5])`") && e.contains("`Count(3)`"), "{e}");
+    assert!(!e.contains("raw identifier"), "{e}");
+    assert!(e.contains(":8:"), "positioned at the field's line: {e}");
+    // Named fields where the topology takes positional ones.
+    let p = scenario_file("ws-named", &quickstart_with("topology: Wheel", "topology: WattsStrogatz(k: 4, beta: 0.1)"));
+    let e = stderr(&memlink(&["run", p.to_str().unwrap()]));
+    assert!(e.contains("positional: `WattsStrogatz(4, 0.1)`"), "{e}");
+    // A backbone with no profile lists the profiles there are.
+    let p = scenario_file("no-backbone", &quickstart_with("\"qwen3.5-122b-a10b\"", "\"no-such-model\""));
+    let e = stderr(&memlink(&["run", p.to_str().unwrap()]));
+    assert!(e.contains("(available: ") && e.contains("qwen3.5-122b-a10b"), "{e}");
+    // `run` on a sweep says what the file is and how to run it.
+    let o = memlink(&["run", "scenarios/sweeps/quick-oat.ron"]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("expected a scenario (this is a sweep: run it with `memlink sweep`)"), "{e}");
+    // An option's error is positioned at the command line, with no line and column.
+    let e = stderr(&memlink(&["grid", "scenarios/paper/grid-mmlu-minja.ron", "--round", "0"]));
+    assert!(e.contains("<command line>: invalid `round`"), "{e}");
+    assert!(!e.contains("<command line>:1:1"), "{e}");
+}
+
+#[test]
+fn plot_refuses_an_output_it_cannot_write() {
+    let o = memlink(&["plot", "reports/data/paper-table2.jsonl", "--kind", "rounds", "--out", "x.pdf"]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("a file ending .svg or .png"), "{e}");
+    assert!(!std::path::Path::new(&common::path("x.pdf")).exists());
+}

@@ -6,8 +6,8 @@
 use crate::agent::stance;
 use crate::eval::access::EvaluatorAccess;
 use crate::eval::oracle::{Oracle, PoisonOrigin, PoisonRecord};
+use crate::guard::Action;
 use crate::guard::CommitVerdict;
-use crate::guard::maple::Action;
 use crate::memory::{ItemId, MemoryBank, Status};
 use crate::text::Sym;
 use hdrhistogram::Histogram;

@@ -4,7 +4,7 @@
 //! strict ledger computes (run it with `provenance: StrictLedger`, as the paper's strict
 //! controls do); under recomputed provenance it reads the writer's taint and ACL instead.
 
-use super::maple::{Action, Decision, Reader};
+use super::decision::{Action, Decision, Reader};
 use super::{CommitVerdict, Guard, GuardStage, ReadVerdict, baseline_score};
 use crate::memory::{MemoryItem, MemoryTopology, Scope, Status, Taint};
 use crate::text::QueryFeatures;

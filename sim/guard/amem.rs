@@ -9,7 +9,7 @@
 //! resembles a lesson (≥ 0.70). It therefore fails when the poison is the majority of the
 //! candidates (cluster flooding) and succeeds when it is a minority.
 
-use super::maple::{Action, Decision, Reader};
+use super::decision::{Action, Decision, Reader};
 use super::{CommitVerdict, Guard, GuardStage, ReadVerdict, baseline_score};
 use crate::memory::{MemoryItem, Scope, Status};
 use crate::text::{QueryFeatures, Sym, token_overlap};

@@ -34,6 +34,7 @@
 
 pub mod acl;
 pub mod amem;
+pub mod decision;
 pub mod detector;
 pub mod maple;
 pub mod message;
@@ -47,7 +48,8 @@ use crate::engine::SimRng;
 use crate::memory::{MemoryItem, MemoryTopology, PrescoreInput, Scope};
 use crate::text::{QueryFeatures, TextFeatures};
 use crate::topology::CommGraph;
-use maple::{Action, Decision, MapleConfig, Reader};
+pub use decision::{Action, Decision, Reader};
+use maple::MapleConfig;
 use serde::Serialize;
 
 /// Where in the lifecycle a guard acts.
@@ -78,6 +80,17 @@ impl CommitVerdict {
     /// Nothing checked, nothing changed.
     pub fn allow(requested: Scope) -> Self {
         CommitVerdict { requested, write: None, promotion: None, rewritten: false }
+    }
+
+    /// A direct write the signed ledger refused before any guard saw it: the write decision is
+    /// `Reject` with the ledger's reason ([`crate::ledger::REJECT_REASON`]).
+    pub fn refused(requested: Scope) -> Self {
+        CommitVerdict {
+            requested,
+            write: Some(Decision::new(Action::Reject, crate::ledger::REJECT_REASON)),
+            promotion: None,
+            rewritten: false,
+        }
     }
 
     /// The gate that stopped the item, if any: ("write" | "promotion", reason).

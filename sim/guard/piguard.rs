@@ -9,8 +9,8 @@
 //! imperative injections ("ignore previous instructions", "do not verify"); a modest response to
 //! experience-shaped poison (MINJA bridges, MemoryGraft records), which has no injection surface.
 
+use super::decision::{Action, Decision, Reader};
 use super::detector::{DetectorParams, Observed};
-use super::maple::{Action, Decision, Reader};
 use super::{CommitVerdict, Guard, GuardStage, ReadVerdict, baseline_score};
 use crate::embed::Embedder;
 use crate::memory::{MemoryItem, Scope, Status};

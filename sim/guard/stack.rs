@@ -6,7 +6,8 @@
 //! seeing the previous one's edits. Metadata and the backend pre-score come from the first guard
 //! that has them.
 
-use super::maple::{Action, Decision, MapleConfig, Reader};
+use super::decision::{Action, Decision, Reader};
+use super::maple::MapleConfig;
 use super::{Cluster, CommitVerdict, Guard, GuardStage, MessageAction, MessageView, ReadVerdict};
 use crate::engine::SimRng;
 use crate::memory::{MemoryItem, MemoryTopology, PrescoreInput, Scope};

@@ -613,7 +613,15 @@ pub fn load(path: &Path) -> Result<LoadedScenario> {
 /// Parses and validates scenario `text` as if read from `path` (errors name `path`; the
 /// backbone is resolved relative to it).
 pub fn load_str(text: &str, path: &Path) -> Result<LoadedScenario> {
-    let mut scenario: Scenario = parse_ron(path, text)?;
+    let kind = crate::files::detect(path, text);
+    if kind != crate::files::FileKind::Scenario {
+        return Err(Error::Parse {
+            path: path.to_path_buf(),
+            pos: crate::error::Pos { line: 1, col: 1 },
+            message: format!("expected a scenario (this is a {}: {})", kind.name(), kind.how_to_use()),
+        });
+    }
+    let mut scenario: Scenario = parse_ron(path, text).map_err(|e| with_hint(e, text))?;
     let invalid = |field: String, expected: String| Error::Invalid {
         path: path.to_path_buf(),
         pos: locate_field(text, &field),
@@ -627,10 +635,53 @@ pub fn load_str(text: &str, path: &Path) -> Result<LoadedScenario> {
     with_profile(scenario, path).map_err(|e| match e {
         // A backbone that names no readable profile is this file's error, at its `backbone`.
         Error::Io { path: profile, source } => {
-            invalid("backbone".into(), format!("a backbone profile: cannot read {} ({source})", profile.display()))
+            let names = available_profiles(path);
+            let available = if names.is_empty() { "none found".to_string() } else { names.join(", ") };
+            invalid(
+                "backbone".into(),
+                format!("a backbone profile (available: {available}): cannot read {} ({source})", profile.display()),
+            )
         }
         e => e,
     })
+}
+
+/// What a scenario's top-level field takes, for a parse error inside it.
+const FIELD_HINTS: &[(&str, &str)] = &[
+    ("attackers", "`attackers` takes `Ids([0, 1, 5])` (these agents) or `Count(3)` (placed by `placement`)"),
+    ("placement", "`placement` takes `Random`, `HighestDegree` or `LowestDegree`"),
+    (
+        "topology",
+        "`topology` takes `Wheel`, `Star`, `Chain`, `Tree`, `Complete`, `Random(None)`, `Random(Some(p))`, \
+         `BarabasiAlbert(m)` or `WattsStrogatz(k, beta)` (positional: `WattsStrogatz(4, 0.1)`)",
+    ),
+    ("memory_topology", "`memory_topology` takes `PrivateOnly`, `GlobalShared`, `BrokeredShared` or `RoleIsolated`"),
+    ("timing", "`timing` takes `Lockstep` or `Async(llm: LogNormal(800.0, 0.5), message: Uniform(5, 50))`"),
+    (
+        "workload",
+        "`workload` takes `Mmlu((…))`, `LongMemEval((…))`, `AppWorld((…))`, `Csqa((…))` or `InjectAgent((…))` \
+         (`Mmlu(())` for the defaults)",
+    ),
+    ("backbone", "`backbone` takes a profile name such as \"qwen3.5-122b-a10b\" or a path ending in .ron"),
+    ("arms", "`arms` takes a list of `(name: \"…\", guard: …)`, e.g. `(name: \"MAPLE-Guard\", guard: Maple(()))`"),
+];
+
+/// A parse error inside a top-level field that names what the field takes, and a message
+/// that reads as what was found (RON's advice to write a number as a raw identifier is for
+/// Rust programmers, not for a scenario's reader).
+fn with_hint(e: Error, text: &str) -> Error {
+    let Error::Parse { path, pos, message } = e else { return e };
+    let message = match message.strip_prefix("Found invalid std identifier ") {
+        Some(rest) => format!("unexpected {}", rest.split(", try the raw identifier").next().unwrap_or(rest)),
+        None => message,
+    };
+    let field = crate::files::top_level_field_at(text, pos.line, pos.col);
+    let hint = field.and_then(|f| FIELD_HINTS.iter().find(|(n, _)| *n == f)).map(|(_, h)| *h);
+    let message = match hint {
+        Some(h) if !message.contains(h) => format!("{message}: {h}"),
+        _ => message,
+    };
+    Error::Parse { path, pos, message }
 }
 
 /// Checks a backbone as a file names it: a profile name (found as `models/<name>.ron`, so no

@@ -187,7 +187,7 @@ impl World<'_> {
                 let stored = probe.status == Status::Active;
                 let reader = Reader { agent: benign, task_class: &t.class };
                 let read = crate::guard::maple::read_score(&probe, &st.query, sim, 0.0, reader, &cfg);
-                let passes = stored && read.decision.action != crate::guard::maple::Action::Block;
+                let passes = stored && read.decision.action != crate::guard::Action::Block;
                 let persuasion = if verdict.rewritten { persuasion / 2 } else { persuasion };
                 out.push(Variant { item, label, persuasion, passes, risk: read.risk.total });
             }
@@ -364,8 +364,10 @@ impl World<'_> {
         }
         let tokens = self.cur.as_ref().map(|s| s.target_tokens.clone()).unwrap_or_default();
         let record = self.direct_record(task, target, tokens, verbatim_all);
-        let (id, _) =
-            self.commit(item, w.scope, last, (StrictChannel::PeerMessage, label), Some(record), Route::Handoff);
+        let (id, _) = self.commit(
+            WriteRequest::new(item, w.scope, last, StrictChannel::PeerMessage, label, Route::Handoff)
+                .poison(Some(record)),
+        );
         self.capstate.stats.laundered += 1;
         self.bank.get(id).is_active()
     }
@@ -404,21 +406,27 @@ impl World<'_> {
     /// ([`crate::attack::capability`]): forged metadata, and the tag it carries against a
     /// signed ledger (made with a compromised key, copied from an honest record, garbage, or
     /// none).
-    pub(super) fn apply_capabilities(&mut self, item: &mut MemoryItem, scope: Scope, owner: u32) {
+    pub(super) fn apply_capabilities(
+        &mut self,
+        item: &mut MemoryItem,
+        scope: Scope,
+        owner: u32,
+    ) -> Option<(crate::attack::capability::Forgery, MemoryItem)> {
         use crate::attack::capability::{TagAttack, forgery, tag_attack};
         let caps = self.scn.attack.capabilities();
         if caps.is_empty() {
-            return;
+            return None;
         }
         item.scope = scope;
+        let mut survive = None;
         if let Some(f) = forgery(caps) {
             // The writer a forgery claims: the lowest-numbered agent that is not an attacker.
             let benign = (0..self.scn.agents).find(|a| !self.is_attacker[*a as usize]).unwrap_or(0);
             let task_id = self.task(item.origin_task).id.clone();
             f.apply(item, &task_id, benign, self.scn.agents);
-            self.survive = Some((f.clone(), item.clone()));
+            survive = Some((f.clone(), item.clone()));
         }
-        let Some(ledger) = self.ledger.as_ref() else { return };
+        let Some(ledger) = self.ledger.as_ref() else { return survive };
         // The attacker's nonces never collide with the manager's.
         let nonce = (1 << 63) | (self.bank.len() as u64);
         item.tag = match tag_attack(caps) {
@@ -448,9 +456,10 @@ impl World<'_> {
                 Some(Box::new(crate::ledger::Ledger::tag_with(&key, item, nonce)))
             }
         };
-        if let Some((_, claimed)) = self.survive.as_mut() {
+        if let Some((_, claimed)) = survive.as_mut() {
             claimed.clone_from(item);
         }
+        survive
     }
 
     /// What the summary reports of the capabilities (`None` when the attacker has none).

@@ -2,6 +2,43 @@
 //! the strict ledger inherits from what a writer consumed.
 
 use super::*;
+use crate::attack::capability::Forgery;
+use crate::ledger::Admission;
+
+/// One write for [`World::commit`]: the item, the scope its writer asks for, who writes it and
+/// by which route, what the strict ledger labels it with, and what the evaluator records of it.
+pub(super) struct WriteRequest {
+    /// The item as written.
+    pub item: MemoryItem,
+    /// The scope asked for.
+    pub scope: Scope,
+    /// The writing agent.
+    pub owner: u32,
+    /// The strict ledger's channel for it.
+    pub channel: StrictChannel,
+    /// The strict ledger's label of its dependencies.
+    pub label: Label,
+    /// The evaluator's record, when the attack caused the write (never read by a guard).
+    pub poison: Option<PoisonRecord>,
+    /// The route it takes.
+    pub route: Route,
+    /// A direct write's forgery and the item as forged, which keeps its claimed fields
+    /// through the provenance step unless the ledger sets them aside.
+    pub forgery: Option<(Forgery, MemoryItem)>,
+}
+
+impl WriteRequest {
+    /// A write with no evaluator record and no forgery.
+    pub fn new(item: MemoryItem, scope: Scope, owner: u32, channel: StrictChannel, label: Label, route: Route) -> Self {
+        WriteRequest { item, scope, owner, channel, label, poison: None, route, forgery: None }
+    }
+
+    /// The same write, recorded as poison by the evaluator when `poison` is set.
+    pub fn poison(mut self, poison: Option<PoisonRecord>) -> Self {
+        self.poison = poison;
+        self
+    }
+}
 
 impl World<'_> {
     /// Stores a trusted seed without derive or gates (the reference's preload path).
@@ -69,12 +106,14 @@ impl World<'_> {
         // The plan derived at build and after stealth; strong clamps; the commit derives once
         // more (spec C9).
         self.scn.attack.clamp(&mut item);
-        self.apply_capabilities(&mut item, scope, owner);
+        let forgery = self.apply_capabilities(&mut item, scope, owner);
         // A planted item's whole text enters the prompt that retrieves it.
         let tokens = self.cur.as_ref().map(|s| s.target_tokens.clone()).unwrap_or_default();
         let record = self.direct_record(task, target, tokens, true);
-        let strict = (StrictChannel::External, Label::clean());
-        let (id, _) = self.commit(item, scope, owner, strict, Some(record), Route::Direct);
+        let mut req = WriteRequest::new(item, scope, owner, StrictChannel::External, Label::clean(), Route::Direct);
+        req.poison = Some(record);
+        req.forgery = forgery;
+        let (id, _) = self.commit(req);
         (id, self.bank.get(id).status)
     }
 
@@ -100,36 +139,18 @@ impl World<'_> {
 
     /// The commit pipeline: ledger check (direct writes) → metadata (derive or strict ledger)
     /// → ledger signature (the manager's own writes) → guard gates → store.
-    pub(super) fn commit(
-        &mut self,
-        mut item: MemoryItem,
-        requested: Scope,
-        owner: u32,
-        strict: (StrictChannel, Label),
-        poison: Option<PoisonRecord>,
-        route: Route,
-    ) -> (ItemId, CommitVerdict) {
+    pub(super) fn commit(&mut self, req: WriteRequest) -> (ItemId, CommitVerdict) {
+        let WriteRequest { mut item, scope: requested, owner, channel, label, poison, route, forgery } = req;
         // A direct write bypasses the memory manager and arrives with whatever tag it carries:
-        // the gates check it before they trust its provenance.
-        let (mut distrusted, mut rejected) = (false, false);
+        // the ledger checks it before the gates trust its provenance.
         let next = self.bank.len() as u32;
-        if route == Route::Direct
-            && let Some(l) = self.ledger.as_mut()
-            && l.check_write(&item, next) != crate::ledger::Verdict::Trusted
-        {
-            distrusted = true;
-            l.stats.distrusted += 1;
-            if l.config.verify == crate::ledger::VerifyMode::VerifyRejectUnsigned {
-                rejected = true;
-                l.stats.rejected += 1;
-            }
-            crate::ledger::distrust(&mut item);
-        }
-        let survive = self.survive.take();
+        let admission = match self.ledger.as_mut() {
+            Some(l) if route == Route::Direct => l.admit_direct(&mut item, next),
+            _ => Admission::default(),
+        };
         match self.scn.protocol.provenance {
             ProvenanceMode::Recomputed => derive_provenance(&mut item, &self.meta),
             ProvenanceMode::StrictLedger => {
-                let (channel, label) = strict;
                 let requested_readers: Vec<u32> = match requested {
                     Scope::Team => (0..self.scn.agents).collect(),
                     Scope::Private => vec![owner],
@@ -148,21 +169,13 @@ impl World<'_> {
             }
         }
         // A surviving forgery keeps what it claimed, unless the ledger set its claims aside.
-        if let Some((f, claimed)) = survive.filter(|_| !distrusted && route == Route::Direct) {
+        if let Some((f, claimed)) = forgery.filter(|_| !admission.distrusted && route == Route::Direct) {
             f.after_provenance(&mut item, &claimed);
         }
         item.scope = requested;
-        let verdict = if rejected {
+        let verdict = if admission.rejected {
             item.status = Status::Rejected;
-            CommitVerdict {
-                requested,
-                write: Some(crate::guard::maple::Decision::new(
-                    crate::guard::maple::Action::Reject,
-                    "ledger_signature_invalid",
-                )),
-                promotion: None,
-                rewritten: false,
-            }
+            CommitVerdict::refused(requested)
         } else {
             self.guard.commit(&mut item, requested)
         };

@@ -109,7 +109,14 @@ impl World<'_> {
                 item.set_parents(vec![t.id.as_str().into()]);
                 item.source_agent_trust = 0.5;
                 let label = self.ledger_label(&st, a, None, last);
-                self.commit(item, Scope::Private, a, (StrictChannel::AgentOutput, label), None, Route::Outcome);
+                self.commit(WriteRequest::new(
+                    item,
+                    Scope::Private,
+                    a,
+                    StrictChannel::AgentOutput,
+                    label,
+                    Route::Outcome,
+                ));
             }
         }
         self.promote(t, &st, final_answer, success);
@@ -241,7 +248,7 @@ impl World<'_> {
                 // memlink before the fidelity pass named the promoted selection as lineage.
                 label.parents = sel;
             }
-            self.commit(item, Scope::Team, a, (StrictChannel::AgentOutput, label), None, Route::Promotion);
+            self.commit(WriteRequest::new(item, Scope::Team, a, StrictChannel::AgentOutput, label, Route::Promotion));
         }
     }
 }

@@ -101,7 +101,10 @@ impl World<'_> {
                 now,
             )
         });
-        self.commit(item, Scope::Private, dst, (StrictChannel::PeerMessage, label), poison, Route::Handoff);
+        self.commit(
+            WriteRequest::new(item, Scope::Private, dst, StrictChannel::PeerMessage, label, Route::Handoff)
+                .poison(poison),
+        );
     }
 
     /// A receiver summary as `dst`'s memory manager writes it on task `t`, round `round`: the

@@ -47,7 +47,7 @@ use crate::text::{Fragment, composable, compose, experience_fragment, intent_fra
 use crate::text::{Lexicon, QueryFeatures, Sym, TextFeatures, analyze, analyze_query, known_tokens_of, tokens_of};
 use crate::topology::CommGraph;
 use crate::workload::{HaystackLayout, QueryTerms, Task, TaskStream, TieOrder, WorkloadConfig};
-use commit::Label;
+use commit::{Label, WriteRequest};
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
@@ -316,8 +316,6 @@ pub struct World<'a> {
     monitors: Option<Monitors>,
     /// The arm's signed provenance ledger, if it runs one.
     ledger: Option<crate::ledger::Ledger>,
-    /// A direct write's surviving forgery and what it claimed, for the commit in progress.
-    survive: Option<(crate::attack::capability::Forgery, MemoryItem)>,
     /// The latest item the memory manager signed (what a replaying attacker copies).
     last_signed: Option<ItemId>,
     /// What the attacker's capabilities keep across tasks.
@@ -506,7 +504,6 @@ impl<'a> World<'a> {
             inspection: None,
             monitors: None,
             ledger: None,
-            survive: None,
             last_signed: None,
             capstate: capability::CapState::default(),
             feedback: scn.protocol.feedback,

@@ -449,7 +449,7 @@ impl World<'_> {
                 return true;
             }
             let d = self.guard.broker(self.bank.get(*id), reader, topo);
-            if d.action == crate::guard::maple::Action::Block {
+            if d.action == crate::guard::Action::Block {
                 blocked.push((*id, "broker", d.reason));
                 false
             } else {

@@ -460,7 +460,10 @@ impl World<'_> {
                 carries_payload: true,
             }
         });
-        self.commit(item, Scope::Team, agent, (StrictChannel::PeerMessage, label), record, Route::RoundMemory);
+        self.commit(
+            WriteRequest::new(item, Scope::Team, agent, StrictChannel::PeerMessage, label, Route::RoundMemory)
+                .poison(record),
+        );
     }
 }
 

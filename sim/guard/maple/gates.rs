@@ -3,40 +3,10 @@
 
 use super::config::{MapleConfig, MapleVariant};
 use super::risk::{QueryContext, RiskSignals, clamp01, lifecycle_risk};
+use crate::guard::decision::{Action, Decision, Reader};
 use crate::memory::{MemoryItem, MemoryTopology, PrescoreInput, Scope, Status, Taint};
 use crate::text::{QueryFeatures, REWRITE_PREFIX};
 use serde::Serialize;
-
-/// What a gate decided.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Action {
-    /// Let it through.
-    Allow,
-    /// Drop it.
-    Reject,
-    /// Keep it in quarantine (never retrievable).
-    Quarantine,
-    /// Store it as a low-trust, unverified note.
-    Rewrite,
-    /// Keep it out of this read.
-    Block,
-}
-
-/// A gate's action and the reference's reason string for the rule that fired.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Decision {
-    /// The action.
-    pub action: Action,
-    /// The rule that fired.
-    pub reason: &'static str,
-}
-
-impl Decision {
-    pub(crate) const fn new(action: Action, reason: &'static str) -> Self {
-        Decision { action, reason }
-    }
-}
 
 /// `write_firewall` (spec §3.1) on the total risk without a query. Does not modify the item.
 pub fn write_gate(item: &MemoryItem, r: &RiskSignals, cfg: &MapleConfig) -> Decision {
@@ -97,15 +67,6 @@ pub fn promotion_gate(item: &MemoryItem, requested: Scope, r: &RiskSignals, cfg:
     } else {
         Decision::new(Action::Allow, "verified_team_memory")
     }
-}
-
-/// The reader's side of a retrieval.
-#[derive(Clone, Copy, Debug)]
-pub struct Reader<'a> {
-    /// Reading agent.
-    pub agent: u32,
-    /// Task class of the current task.
-    pub task_class: &'a str,
 }
 
 /// One scored read with every intermediate term (what `explain` prints).

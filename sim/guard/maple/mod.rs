@@ -5,12 +5,13 @@ mod gates;
 mod provenance;
 mod risk;
 
+pub use crate::guard::decision::{Action, Decision, Reader};
 pub use crate::memory::LINEAGE_MARKERS;
 use crate::memory::PrescoreInput;
 pub use config::*;
 pub use gates::{
-    Action, Decision, ReadScore, Reader, apply_rewrite, backend_prescore, baseline_read, broker_decision, prescore_of,
-    promotion_gate, read_score, write_gate,
+    ReadScore, apply_rewrite, backend_prescore, baseline_read, broker_decision, prescore_of, promotion_gate,
+    read_score, write_gate,
 };
 pub use provenance::{
     BackendQCache, FeedbackPolicy, OutcomeParams, ProvenanceMode, StrictChannel, apply_outcome, apply_strict_view,
