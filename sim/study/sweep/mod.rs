@@ -16,7 +16,7 @@ pub mod factor;
 pub(crate) mod output;
 pub mod stats;
 
-pub use output::{analyse, finalize, flip_points, plot_command};
+pub use output::{analyse, finalize, flip_points, plot_command, salib_order};
 
 use crate::error::{Error, Pos, Result, locate_field, parse_ron, read_file};
 use crate::scenario::{LoadedScenario, load};

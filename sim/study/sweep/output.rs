@@ -287,11 +287,68 @@ pub fn finalize(plan: &Plan, results: &[RunResult], dir: &Path) -> Result<()> {
         "bounds": plan.factors.iter().map(|f| vec![f.bounds[0].0, f.bounds[0].1]).collect::<Vec<_>>(),
     });
     write_atomic(&dir.join("problem.json"), &(serde_json::to_string_pretty(&problem).expect("json") + "\n"))?;
+    write_salib(plan, results, dir)?;
     let sections = analyse(plan, results)?;
     write_atomic(&dir.join("analysis.json"), &(serde_json::to_string_pretty(&sections).expect("json") + "\n"))?;
     let figures = figures(plan, &sections, results, dir)?;
     write_atomic(&dir.join("summary.md"), &summary(plan, &sections, &figures))?;
     Ok(())
+}
+
+/// The design points in SALib's sample order, for the designs SALib analyses: Sobol's Saltelli
+/// rows per base sample (A_i, AB_1i … AB_Di, B_i, as `SALib.sample.saltelli` with
+/// `calc_second_order=False` lays them out; memlink keeps the N rows of A, then of B, then of
+/// each AB_j), and Morris's trajectories (the same order in both).
+pub fn salib_order(design: &Design, points: usize, d: usize) -> Option<Vec<usize>> {
+    match design {
+        Design::Sobol { samples } => {
+            let n = *samples as usize;
+            Some((0..n).flat_map(|i| std::iter::once(i).chain((0..d).map(move |j| (2 + j) * n + i)).chain([n + i])).collect())
+        }
+        Design::Morris { .. } => Some((0..points).collect()),
+        _ => None,
+    }
+}
+
+/// SALib's files of a Morris or Sobol sweep, read by SALib as they are: `salib-problem.txt` (its
+/// parameter file: name, lower and upper bound per line, of the first setting),
+/// `salib-X.txt` (the design's values in SALib's sample order, the first setting's) and
+/// `salib-Y.txt` (one column per setting, arm and metric, named in its `#` header line; each
+/// row the design point's mean over replicates, in percent). For example
+/// `salib analyze sobol -p salib-problem.txt -Y salib-Y.txt -c 0 --max-order 1`.
+fn write_salib(plan: &Plan, results: &[RunResult], dir: &Path) -> Result<()> {
+    let d = plan.factors.len();
+    let Some(order) = salib_order(&plan.spec.design, plan.points.len(), d) else { return Ok(()) };
+    let first = plan.settings.first().cloned().unwrap_or_default();
+    let mut problem = String::new();
+    for f in &plan.factors {
+        problem.push_str(&format!("{} {} {}\n", f.name.replace(char::is_whitespace, "_"), f.bounds[0].0, f.bounds[0].1));
+    }
+    let mut x = String::new();
+    for &p in &order {
+        let values = plan.runs.iter().find(|r| r.point == p && r.setting == first).map(|r| r.values.clone()).unwrap_or_default();
+        x.push_str(&values.iter().map(|v| format!("{v:?}")).collect::<Vec<_>>().join(" "));
+        x.push('\n');
+    }
+    let (resp, arms) = responses(plan, results)?;
+    let mut columns: Vec<(String, Vec<f64>)> = Vec::new();
+    for (setting, arm_names) in &arms {
+        for arm in arm_names {
+            for metric in &plan.spec.metrics {
+                let y = &resp[&(setting.clone(), arm.clone(), metric.clone())];
+                let means: Vec<f64> = y.iter().map(|r| mean(r)).collect();
+                columns.push((format!("{setting}/{arm}/{metric}").replace(char::is_whitespace, "_"), means));
+            }
+        }
+    }
+    let mut ytext = format!("# {}\n", columns.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(" "));
+    for &p in &order {
+        ytext.push_str(&columns.iter().map(|(_, v)| format!("{:?}", v[p])).collect::<Vec<_>>().join(" "));
+        ytext.push('\n');
+    }
+    write_atomic(&dir.join("salib-problem.txt"), problem)?;
+    write_atomic(&dir.join("salib-X.txt"), x)?;
+    write_atomic(&dir.join("salib-Y.txt"), ytext)
 }
 
 fn focus_arm(plan: &Plan, sections: &[Section], setting: &str) -> Option<String> {

@@ -1,7 +1,16 @@
 //! The statistics a sensitivity analyst expects, each reproducible from its seed: means with
 //! standard errors and percentile bootstrap intervals, paired differences under common random
-//! numbers, Morris's μ* and σ, and Sobol first-order and total indices (Saltelli 2010's S1
-//! estimator, Jansen's ST) with bootstrap intervals. Every reduction runs in a fixed order.
+//! numbers, Morris's μ* and σ, and Sobol first-order and total indices. Every reduction runs in
+//! a fixed order.
+//!
+//! The Morris and Sobol statistics are SALib's (`SALib.analyze.morris`, `SALib.analyze.sobol`
+//! with `calc_second_order=False`), so that a researcher who checks them against SALib on the
+//! same responses gets the same numbers: Sobol's responses are standardised first (SALib's
+//! `Y = (Y − mean) / std`), S1 is Saltelli 2010's estimator and ST Jansen's over the variance of
+//! A and B together, and each confidence is SALib's: z₀.₉₇₅ times the sample standard deviation
+//! of the estimate over bootstrap resamples. Only the resamples come from memlink's own seeded
+//! stream ([`resample_indices`]) rather than numpy's; `tests/salib.rs` runs SALib itself on
+//! memlink's responses and resamples and agrees to 1e-9.
 
 use crate::engine::SimRng;
 use serde::Serialize;
@@ -45,23 +54,40 @@ fn quantile(v: &[f64], q: f64) -> f64 {
     if i + 1 < v.len() { v[i] * (1.0 - f) + v[i + 1] * f } else { v[i] }
 }
 
+/// `resamples` bootstrap resamples of the indices 0..len (each `len` indices drawn with
+/// replacement), from their own seeded stream: the draws [`bootstrap`] and the SALib
+/// confidences use.
+pub fn resample_indices(len: usize, resamples: usize, seed: u64) -> Vec<Vec<usize>> {
+    if len == 0 {
+        return Vec::new();
+    }
+    let mut rng = SimRng::from_seed_u64(seed);
+    (0..resamples).map(|_| (0..len).map(|_| rng.below(len as u64) as usize).collect()).collect()
+}
+
 /// A statistic's 95% percentile bootstrap interval over `n` resamples of the indices 0..len,
 /// from its own seeded stream.
 pub fn bootstrap(len: usize, resamples: usize, seed: u64, stat: &dyn Fn(&[usize]) -> f64) -> (f64, f64) {
     if len == 0 {
         return (0.0, 0.0);
     }
-    let mut rng = SimRng::from_seed_u64(seed);
-    let mut idx = vec![0usize; len];
-    let mut vals: Vec<f64> = Vec::with_capacity(resamples);
-    for _ in 0..resamples {
-        for x in idx.iter_mut() {
-            *x = rng.below(len as u64) as usize;
-        }
-        vals.push(stat(&idx));
-    }
+    let mut vals: Vec<f64> = resample_indices(len, resamples, seed).iter().map(|ix| stat(ix)).collect();
     vals.sort_by(f64::total_cmp);
     (quantile(&vals, 0.025), quantile(&vals, 0.975))
+}
+
+/// The normal quantile of a two-sided 95% interval, Φ⁻¹(0.975) (SALib's
+/// `norm.ppf(0.5 + conf_level / 2)`).
+pub fn z95() -> f64 {
+    use statrs::distribution::{ContinuousCDF, Normal};
+    Normal::standard().inverse_cdf(0.975)
+}
+
+/// SALib's confidence of a statistic: z₀.₉₇₅ times the sample standard deviation (ddof 1) of
+/// its values over `resamples` (0 with fewer than two resamples).
+fn salib_conf(resamples: &[Vec<usize>], stat: &dyn Fn(&[usize]) -> f64) -> f64 {
+    let vals: Vec<f64> = resamples.iter().map(|ix| stat(ix)).collect();
+    z95() * sd(&vals)
 }
 
 /// Mean, SE and bootstrap interval of `xs`.
@@ -78,7 +104,7 @@ pub fn paired(a: &[f64], b: &[f64], resamples: usize, seed: u64) -> Estimate {
 }
 
 /// Morris screening of one factor: μ* (mean |EE|), μ (mean EE), σ (sd of EE), and μ*'s
-/// bootstrap interval over the trajectories.
+/// confidence over the trajectories (SALib's `mu_star_conf`).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct MorrisIndex {
     /// Mean absolute elementary effect.
@@ -87,7 +113,10 @@ pub struct MorrisIndex {
     pub mu: f64,
     /// Standard deviation of the elementary effects.
     pub sigma: f64,
-    /// 95% bootstrap interval of μ*.
+    /// SALib's `mu_star_conf`: z₀.₉₇₅ × the sd of μ* over bootstrap resamples of the
+    /// trajectories.
+    pub mu_star_conf: f64,
+    /// The 95% interval μ* ± `mu_star_conf`.
     pub mu_star_ci: (f64, f64),
 }
 
@@ -106,53 +135,77 @@ pub fn morris(steps: &[Vec<(usize, f64)>], y: &[f64], d: usize, resamples: usize
         .enumerate()
         .map(|(i, e)| {
             let abs: Vec<f64> = e.iter().map(|x| x.abs()).collect();
-            let ci = bootstrap(abs.len(), resamples, seed ^ (i as u64 + 1), &|ix| {
-                ix.iter().map(|&j| abs[j]).sum::<f64>() / ix.len() as f64
-            });
-            MorrisIndex { mu_star: mean(&abs), mu: mean(e), sigma: sd(e), mu_star_ci: ci }
+            let r = resample_indices(abs.len(), resamples, seed ^ (i as u64 + 1));
+            let conf = salib_conf(&r, &|ix| ix.iter().map(|&j| abs[j]).sum::<f64>() / ix.len() as f64);
+            let mu_star = mean(&abs);
+            MorrisIndex { mu_star, mu: mean(e), sigma: sd(e), mu_star_conf: conf, mu_star_ci: (mu_star - conf, mu_star + conf) }
         })
         .collect()
 }
 
-/// Sobol indices of one factor with bootstrap intervals.
+/// Sobol indices of one factor with SALib's confidences.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct SobolIndex {
     /// First-order index S1.
     pub s1: f64,
-    /// 95% bootstrap interval of S1.
+    /// SALib's `S1_conf`: z₀.₉₇₅ × the sd of S1 over bootstrap resamples of the base rows.
+    pub s1_conf: f64,
+    /// The 95% interval S1 ± `s1_conf`.
     pub s1_ci: (f64, f64),
     /// Total index ST.
     pub st: f64,
-    /// 95% bootstrap interval of ST.
+    /// SALib's `ST_conf`.
+    pub st_conf: f64,
+    /// The 95% interval ST ± `st_conf`.
     pub st_ci: (f64, f64),
 }
 
-/// Sobol indices from Saltelli responses `y` (N rows of A, N of B, then N of each AB_i).
-/// S1_i = mean(f_B (f_ABi − f_A)) / V (Saltelli 2010), ST_i = mean((f_A − f_ABi)²) / (2V)
-/// (Jansen 1999), V the variance of f_A and f_B together. A constant response gives 0 indices.
+/// Sobol indices from Saltelli responses `y` (N rows of A, N of B, then N of each AB_i), as
+/// SALib's `sobol.analyze(…, calc_second_order=False)` computes them: `y` standardised by its
+/// mean and population sd over all N(D + 2) rows, S1_i = mean(f_B (f_ABi − f_A)) / V (Saltelli
+/// 2010), ST_i = mean((f_A − f_ABi)²) / (2V) (Jansen 1999), V the population variance of f_A and
+/// f_B together; each confidence over one set of resamples of the N base rows shared by every
+/// factor. A constant response gives 0 indices (SALib divides by zero).
 pub fn sobol(y: &[f64], n: usize, d: usize, resamples: usize, seed: u64) -> Vec<SobolIndex> {
+    let zero = SobolIndex { s1: 0.0, s1_conf: 0.0, s1_ci: (0.0, 0.0), st: 0.0, st_conf: 0.0, st_ci: (0.0, 0.0) };
+    let m = mean(y);
+    let v_all = if y.is_empty() { 0.0 } else { y.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / y.len() as f64 };
+    if n == 0 || v_all <= 0.0 {
+        return vec![zero; d];
+    }
+    let s = v_all.sqrt();
+    let y: Vec<f64> = y.iter().map(|x| (x - m) / s).collect();
     let f_a = &y[..n];
     let f_b = &y[n..2 * n];
-    let indices = |rows: &[usize], i: usize| -> (f64, f64) {
-        let f_ab = &y[(2 + i) * n..(3 + i) * n];
+    let variance = |rows: &[usize]| -> f64 {
         let all: Vec<f64> = rows.iter().map(|&k| f_a[k]).chain(rows.iter().map(|&k| f_b[k])).collect();
         let m = mean(&all);
-        let v = all.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / all.len() as f64;
+        all.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / all.len() as f64
+    };
+    let first = |rows: &[usize], i: usize| -> f64 {
+        let f_ab = &y[(2 + i) * n..(3 + i) * n];
+        let v = variance(rows);
         if v <= 0.0 {
-            return (0.0, 0.0);
+            return 0.0;
         }
-        let k = rows.len() as f64;
-        let s1 = rows.iter().map(|&r| f_b[r] * (f_ab[r] - f_a[r])).sum::<f64>() / k / v;
-        let st = rows.iter().map(|&r| (f_a[r] - f_ab[r]).powi(2)).sum::<f64>() / k / (2.0 * v);
-        (s1, st)
+        rows.iter().map(|&r| f_b[r] * (f_ab[r] - f_a[r])).sum::<f64>() / rows.len() as f64 / v
+    };
+    let total = |rows: &[usize], i: usize| -> f64 {
+        let f_ab = &y[(2 + i) * n..(3 + i) * n];
+        let v = variance(rows);
+        if v <= 0.0 {
+            return 0.0;
+        }
+        0.5 * (rows.iter().map(|&r| (f_a[r] - f_ab[r]).powi(2)).sum::<f64>() / rows.len() as f64) / v
     };
     let every: Vec<usize> = (0..n).collect();
+    let r = resample_indices(n, resamples, seed);
     (0..d)
         .map(|i| {
-            let (s1, st) = indices(&every, i);
-            let s1_ci = bootstrap(n, resamples, seed ^ (2 * i as u64 + 1), &|ix| indices(ix, i).0);
-            let st_ci = bootstrap(n, resamples, seed ^ (2 * i as u64 + 2), &|ix| indices(ix, i).1);
-            SobolIndex { s1, s1_ci, st, st_ci }
+            let (s1, st) = (first(&every, i), total(&every, i));
+            let s1_conf = salib_conf(&r, &|ix| first(ix, i));
+            let st_conf = salib_conf(&r, &|ix| total(ix, i));
+            SobolIndex { s1, s1_conf, s1_ci: (s1 - s1_conf, s1 + s1_conf), st, st_conf, st_ci: (st - st_conf, st + st_conf) }
         })
         .collect()
 }
