@@ -13,6 +13,12 @@ use std::process::ExitCode;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    // Output into a closed pipe (`memlink scenario s.ron | head`) ends the process quietly, as it
+    // does for other Unix tools, instead of a panic from `println!`.
+    // SAFETY: setting a signal's disposition to its default before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     memlink::allocator::keep_freed_pages();
     match cli::Cli::parse().exec() {
         Ok(()) => ExitCode::SUCCESS,

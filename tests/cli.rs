@@ -273,3 +273,23 @@ fn plot_refuses_an_output_it_cannot_write() {
     assert!(e.contains("a file ending .svg or .png"), "{e}");
     assert!(!std::path::Path::new(&common::path("x.pdf")).exists());
 }
+
+#[test]
+fn scenario_prints_every_default_and_runs_as_the_original() {
+    let o = memlink(&["scenario", "scenarios/quickstart.ron"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let full = stdout(&o);
+    // Defaults the quickstart leaves out are written out.
+    for field in ["placement:", "embedding_dim:", "similarity:", "invariants:", "backend_k:"] {
+        assert!(full.contains(field), "no `{field}` in:\n{full}");
+    }
+    let p = scenario_file("filled-in", &full);
+    let (a, b) = (scratch("filled-a"), scratch("filled-b"));
+    assert!(memlink(&["run", "scenarios/quickstart.ron", "--out", a.to_str().unwrap()]).status.success());
+    let o = memlink(&["run", p.to_str().unwrap(), "--out", b.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read_to_string(a.join("summary.json")).unwrap(),
+        std::fs::read_to_string(b.join("summary.json")).unwrap()
+    );
+}

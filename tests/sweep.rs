@@ -224,6 +224,24 @@ fn every_design_runs_and_draws_its_figure() {
         let problem: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(out.join("problem.json")).unwrap()).unwrap();
         assert_eq!(problem["num_vars"], 3);
+        // Every arm has its figure and its section, not only the focus arm (issue 46).
+        let summary = std::fs::read_to_string(out.join("summary.md")).unwrap();
+        for arm in ["No_Defense", "MAPLE-Guard"] {
+            if figure != "rounds-" {
+                assert!(
+                    names.iter().any(|n| n.starts_with(figure) && n.contains(arm)),
+                    "{design}: no {arm} figure in {names:?}"
+                );
+            }
+        }
+        assert!(summary.contains("### No Defense") && summary.contains("### MAPLE-Guard"), "{summary}");
+        // A Morris or Sobol design writes SALib's files in its sample order.
+        if figure == "morris-" || figure == "sobol-" {
+            let x = std::fs::read_to_string(out.join("salib-X.txt")).unwrap();
+            let y = std::fs::read_to_string(out.join("salib-Y.txt")).unwrap();
+            assert_eq!(x.lines().count() + 1, y.lines().count(), "{design}: X and Y rows (Y has a header)");
+            assert!(y.starts_with("# ") && y.lines().next().unwrap().contains("MAPLE-Guard/"), "{y}");
+        }
     }
     // A CSV design runs its rows verbatim (a SALib sample).
     let (d, sweep) =

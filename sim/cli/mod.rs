@@ -18,6 +18,7 @@ mod plot;
 mod replay;
 mod report;
 mod run;
+mod scenario;
 mod sweep;
 mod validate;
 mod whatif;
@@ -93,6 +94,9 @@ enum Cmd {
     /// (trace.jsonl, with --summary trace.summary.json for the attacker ids) or an INFA
     /// per-method trace (<method>.trace.jsonl); prints the paper metrics it carries.
     ImportTrace(import_trace::Args),
+    /// Print a scenario as memlink reads it, with every default filled in (RON that runs as
+    /// the original does).
+    Scenario(scenario::Args),
     /// Check any file memlink reads without running it: a scenario (with its backbone profile
     /// and the run's estimated memory), grid, calibration, backbone profile, explain item, grid
     /// results or calibration checkpoint. Says which kind it took the file for.
@@ -167,6 +171,7 @@ fn dispatch(cmd: Cmd) -> Result<()> {
         Cmd::Replay(a) => replay::exec(a),
         Cmd::Whatif(a) => whatif::exec(a),
         Cmd::ImportTrace(a) => import_trace::exec(a),
+        Cmd::Scenario(a) => scenario::exec(a),
         Cmd::Validate(a) => validate::exec(a),
         Cmd::Explain(a) => explain::exec(a),
         Cmd::Grid(a) => grid::exec(a),

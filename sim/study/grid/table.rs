@@ -119,7 +119,8 @@ pub fn table(records: &[GridRecord], k: usize) -> Vec<TableRow> {
 }
 
 /// The table as markdown, shaped like the paper's Table 2: one table per backbone, a row per
-/// arm, per setting "MDSR@k | RDA@k" as mean ± across-topology sd; then the per-topology means.
+/// arm, per setting "MDSR@k | RDA@k" as mean ± the sd of the per-topology means (the mean alone
+/// for a cell over one topology); then the per-topology means.
 pub fn markdown(rows: &[TableRow], k: usize) -> String {
     let mut s = String::new();
     let mut backbones: Vec<&str> = Vec::new();
@@ -140,8 +141,13 @@ pub fn markdown(rows: &[TableRow], k: usize) -> String {
                 arms.push(&r.arm);
             }
         }
-        if !b.is_empty() {
-            s.push_str(&format!("**{b}** (round {k}; mean ± sd over topologies, %)\n\n"));
+        // Say over what the spread is: a cell over one topology (say ten seeds on a wheel) has
+        // no spread over topologies, and printing "± 0.0" would read as no spread at all.
+        let spread = "mean ± sd of the per-topology means, %; a cell over one topology shows its mean alone";
+        if b.is_empty() {
+            s.push_str(&format!("Round {k} ({spread})\n\n"));
+        } else {
+            s.push_str(&format!("**{b}** (round {k}; {spread})\n\n"));
         }
         s.push_str("| arm |");
         for st in &settings {
@@ -154,6 +160,7 @@ pub fn markdown(rows: &[TableRow], k: usize) -> String {
             s.push_str(&format!("| {arm} |"));
             for st in &settings {
                 match mine.iter().find(|r| r.arm == *arm && r.setting == *st) {
+                    Some(r) if r.per_topology.len() < 2 => s.push_str(&format!(" {:.1} | {:.1} |", r.mdsr.0, r.rda.0)),
                     Some(r) => {
                         s.push_str(&format!(" {:.1} ± {:.1} | {:.1} ± {:.1} |", r.mdsr.0, r.mdsr.1, r.rda.0, r.rda.1))
                     }

@@ -73,7 +73,8 @@ pub struct SweepSpec {
     /// Metrics the summary and figures analyse (`mdsr@3`, `rda@3`, `accuracy@1`, `pmur`, …).
     #[serde(default = "default_metrics")]
     pub metrics: Vec<String>,
-    /// The arm the figures show (default: the last arm).
+    /// The arm `memlink plot` draws when none is named (default: the last arm). Every arm has its
+    /// own tables in `summary.md` and its own figures.
     #[serde(default)]
     pub focus: Option<String>,
     /// Seed of the design's own stream (LHS, Morris, Sobol scrambling).

@@ -138,7 +138,13 @@ pub fn morris(steps: &[Vec<(usize, f64)>], y: &[f64], d: usize, resamples: usize
             let r = resample_indices(abs.len(), resamples, seed ^ (i as u64 + 1));
             let conf = salib_conf(&r, &|ix| ix.iter().map(|&j| abs[j]).sum::<f64>() / ix.len() as f64);
             let mu_star = mean(&abs);
-            MorrisIndex { mu_star, mu: mean(e), sigma: sd(e), mu_star_conf: conf, mu_star_ci: (mu_star - conf, mu_star + conf) }
+            MorrisIndex {
+                mu_star,
+                mu: mean(e),
+                sigma: sd(e),
+                mu_star_conf: conf,
+                mu_star_ci: (mu_star - conf, mu_star + conf),
+            }
         })
         .collect()
 }
@@ -205,7 +211,14 @@ pub fn sobol(y: &[f64], n: usize, d: usize, resamples: usize, seed: u64) -> Vec<
             let (s1, st) = (first(&every, i), total(&every, i));
             let s1_conf = salib_conf(&r, &|ix| first(ix, i));
             let st_conf = salib_conf(&r, &|ix| total(ix, i));
-            SobolIndex { s1, s1_conf, s1_ci: (s1 - s1_conf, s1 + s1_conf), st, st_conf, st_ci: (st - st_conf, st + st_conf) }
+            SobolIndex {
+                s1,
+                s1_conf,
+                s1_ci: (s1 - s1_conf, s1 + s1_conf),
+                st,
+                st_conf,
+                st_ci: (st - st_conf, st + st_conf),
+            }
         })
         .collect()
 }
