@@ -189,6 +189,28 @@ pub fn run_monitored(ls: &LoadedScenario, seed: u64, extra: &[String]) -> Result
     Ok(MonitoredRun { result: result_of(ls, seed, arms), reports })
 }
 
+/// Every arm of a scenario on `seed`, each with a [`crate::eval::spread::SpreadTracer`]: the
+/// results (the same bytes as [`run_scenario`]'s) and, per arm, how poison spread.
+pub fn run_spread(ls: &LoadedScenario, seed: u64) -> (ScenarioResult, Vec<(String, crate::eval::spread::SpreadTrace)>) {
+    let scn = &ls.scenario;
+    let bytes = Estimate::of(scn).bytes;
+    let runs: Vec<(ArmSummary, crate::eval::spread::SpreadTrace)> = scn
+        .arms
+        .par_iter()
+        .map(|arm| {
+            let (tracer, trace) = crate::eval::spread::SpreadTracer::new(scn.agents);
+            let m = Monitors::new(&[]).expect("no names").with("spread", Box::new(tracer));
+            let r = MemoryBudget::global()
+                .run(bytes, || World::new(scn, &ls.profile, arm, seed, false).with_monitors(m).run());
+            let t = trace.lock().expect("the run has finished").clone();
+            (r.summary, t)
+        })
+        .collect();
+    let spreads = scn.arms.iter().zip(&runs).map(|(a, (_, t))| (a.name.clone(), t.clone())).collect();
+    let arms = runs.into_iter().map(|(s, _)| s).collect();
+    (result_of(ls, seed, arms), spreads)
+}
+
 impl ScenarioResult {
     /// The summary as pretty JSON (stable bytes).
     pub fn to_json(&self) -> String {

@@ -7,10 +7,11 @@ use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// A sweep output folder, or a grid's results.jsonl.
+    /// A sweep output folder, a grid's results.jsonl, or (for `--kind spread`) a scenario.
     results: PathBuf,
     /// The figure: tornado, morris, sobol, rounds or cdf of a sweep; rounds or topology of a
-    /// grid.
+    /// grid; spread of a scenario (runs it: per arm, the communication graph with each agent
+    /// coloured by when poison first reached its prompt and the edges poison crossed).
     #[arg(long, value_enum)]
     kind: Kind,
     /// Metric (`rda@3`; for `rounds`, `mdsr` or `rda`).
@@ -22,9 +23,13 @@ pub struct Args {
     /// Arm (default: the sweep's focus arm).
     #[arg(long)]
     arm: Option<String>,
-    /// Output file (.svg, or .png for PNG; default next to the results).
+    /// Output file (.svg, or .png for PNG; default next to the results, or for `spread`
+    /// runs/<scenario name>/seed-<seed>/spread.svg).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// With `--kind spread`: the seed to run (default: the scenario's).
+    #[arg(long)]
+    seed: Option<u64>,
 }
 
 /// `--kind`.
@@ -36,6 +41,7 @@ enum Kind {
     Rounds,
     Cdf,
     Topology,
+    Spread,
 }
 
 pub fn exec(a: Args) -> Result<()> {
@@ -45,6 +51,16 @@ pub fn exec(a: Args) -> Result<()> {
         if ext != "svg" && ext != "png" {
             return Err(invalid("--out", &format!("a file ending .svg or .png, got {}", out.display())));
         }
+    }
+    if matches!(a.kind, Kind::Spread) {
+        let ls = memlink::scenario::load(&a.results)?;
+        let seed = a.seed.unwrap_or(ls.scenario.seed);
+        let file = memlink::study::spread::draw(&ls, seed, a.out.as_deref())?;
+        println!("wrote {}", file.display());
+        return Ok(());
+    }
+    if a.seed.is_some() {
+        return Err(invalid("--seed", "`--kind spread` (the other figures draw stored results)"));
     }
     let file = if a.results.is_dir() {
         memlink::study::sweep::plot_command(

@@ -5,6 +5,8 @@
 //! - [`metrics`]: MDSR, RDA, ASR and the counters of one arm's run; the only module that mints
 //!   the token (see [`access`]).
 //! - [`monitor`]: run-time invariants, one file each and one registry line.
+//! - [`spread`]: how poison spread in a run (first exposure per agent, edges crossed), traced
+//!   from the monitors' seat.
 //!
 //! Guards, agents, attacks and the world's routing never hold a token, so the evaluator's truth
 //! is unreachable from them by construction.
@@ -13,3 +15,4 @@ pub mod access;
 pub mod metrics;
 pub mod monitor;
 pub mod oracle;
+pub mod spread;

@@ -47,12 +47,12 @@ fn draw_err(path: &Path, e: impl std::fmt::Display) -> Error {
 }
 
 /// A figure's body on the SVG backend.
-type SvgBody<'a> = dyn Fn(&DrawingArea<SVGBackend<'_>, Shift>) -> std::result::Result<(), String> + 'a;
+pub(crate) type SvgBody<'a> = dyn Fn(&DrawingArea<SVGBackend<'_>, Shift>) -> std::result::Result<(), String> + 'a;
 /// A figure's body on the bitmap backend.
-type PngBody<'a> = dyn Fn(&DrawingArea<BitMapBackend<'_>, Shift>) -> std::result::Result<(), String> + 'a;
+pub(crate) type PngBody<'a> = dyn Fn(&DrawingArea<BitMapBackend<'_>, Shift>) -> std::result::Result<(), String> + 'a;
 
 /// Draws with `f` onto a `w`×`h` canvas written to `path` in its format.
-fn canvas(path: &Path, (w, h): (u32, u32), f: &SvgBody<'_>, g: &PngBody<'_>) -> Result<()> {
+pub(crate) fn canvas(path: &Path, (w, h): (u32, u32), f: &SvgBody<'_>, g: &PngBody<'_>) -> Result<()> {
     fonts();
     if let Some(d) = path.parent() {
         std::fs::create_dir_all(d).map_err(|source| Error::Write { path: d.to_path_buf(), source })?;
@@ -115,6 +115,7 @@ macro_rules! both {
         )
     };
 }
+pub(crate) use both;
 
 /// A tornado chart: factors sorted by the span of their effects, largest on top; the low step's
 /// bar in blue, the high step's in orange, each with its 95% interval.
@@ -454,8 +455,9 @@ pub fn grouped_bars(
 }
 
 /// Grouped bars: per group, a bar per series at its mean with a whisker over its interval
-/// (mean, low, high); the y axis runs to `headroom` times the highest whisker (room for the
-/// legend above the bars).
+/// (mean, low, high); the y axis runs to `headroom` times the highest whisker, and a percentage
+/// axis (`%` in `y_label`) to 100 when every value fits. A bar of exactly zero shows a "0", so it
+/// cannot pass for a missing one; the legend is a strip below the chart, off the data.
 pub fn grouped_intervals(
     path: &Path,
     title: &str,
@@ -465,9 +467,12 @@ pub fn grouped_intervals(
     headroom: f64,
 ) -> Result<()> {
     let (ng, ns) = (groups.len().max(1), series.len().max(1));
-    let ymax = series.iter().flat_map(|s| s.1.iter().map(|v| v.0.max(v.2))).fold(1.0f64, f64::max) * headroom;
-    both!(path, (200 + 140 * ng as u32, 480), |root| {
-        let mut chart = ChartBuilder::on(root)
+    let top = series.iter().flat_map(|s| s.1.iter().map(|v| v.0.max(v.2))).fold(1.0f64, f64::max);
+    let ymax = if y_label.contains('%') && top <= 100.0 { 100.0 } else { top * headroom };
+    let width = 200 + 140 * ng as u32;
+    both!(path, (width, 480 + 30), |whole| {
+        let (root, legend) = whole.split_vertically(480);
+        let mut chart = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 18))
             .margin(12)
             .x_label_area_size(40)
@@ -475,8 +480,9 @@ pub fn grouped_intervals(
             .build_cartesian_2d(0f64..ng as f64, 0f64..ymax)
             .map_err(|e| e.to_string())?;
         chart.configure_mesh().disable_x_mesh().y_desc(y_label).x_labels(0).draw().map_err(|e| e.to_string())?;
-        axis_labels(root, &chart, groups, &[])?;
+        axis_labels(&root, &chart, groups, &[])?;
         let w = 0.8 / ns as f64;
+        let mut x = 60i32;
         for (k, (label, vals)) in series.iter().enumerate() {
             let c = PALETTE[k % PALETTE.len()];
             for (g, (m, lo, hi)) in vals.iter().enumerate() {
@@ -488,21 +494,20 @@ pub fn grouped_intervals(
                 chart
                     .draw_series(std::iter::once(PathElement::new(vec![(xc, *lo), (xc, *hi)], BLACK.stroke_width(1))))
                     .map_err(|e| e.to_string())?;
+                if *m == 0.0 {
+                    chart
+                        .draw_series(std::iter::once(Text::new(
+                            "0",
+                            (xc, ymax * 0.01),
+                            ("sans-serif", 11).into_font().color(&c).pos(Pos::new(HPos::Center, VPos::Bottom)),
+                        )))
+                        .map_err(|e| e.to_string())?;
+                }
             }
-            chart
-                .draw_series(std::iter::once(Rectangle::new([(0.0, 0.0), (0.0, 0.0)], c.filled())))
-                .map_err(|e| e.to_string())?
-                .label(label.clone())
-                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
+            legend.draw(&Rectangle::new([(x, 6), (x + 12, 18)], c.filled())).map_err(|e| e.to_string())?;
+            legend.draw(&Text::new(label.clone(), (x + 16, 5), ("sans-serif", 12))).map_err(|e| e.to_string())?;
+            x += 16 + 7 * label.chars().count() as i32 + 24;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(GREY)
-            .label_font(("sans-serif", 12))
-            .draw()
-            .map_err(|e| e.to_string())?;
         Ok(())
     })
 }

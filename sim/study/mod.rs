@@ -12,6 +12,7 @@
 //! - [`fidelity`]: the paper's grid with each routing switch in its other state.
 //! - [`trace`]: recording, importing and replaying backbone calls.
 //! - [`explain`]: one memory item through MAPLE-Guard's signals and gates.
+//! - [`spread`]: the figure of how poison spread over the communication graph in one run.
 
 pub mod calibrate;
 pub mod check;
@@ -19,6 +20,7 @@ pub mod explain;
 pub mod fidelity;
 pub mod grid;
 pub mod predictive;
+pub mod spread;
 pub mod sweep;
 pub mod trace;
 pub mod whatif;

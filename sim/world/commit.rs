@@ -25,12 +25,20 @@ pub(super) struct WriteRequest {
     /// A direct write's forgery and the item as forged, which keeps its claimed fields
     /// through the provenance step unless the ledger sets them aside.
     pub forgery: Option<(Forgery, MemoryItem)>,
+    /// The agent whose output it carries over an edge (a handoff's sender), for observers.
+    pub from: Option<u32>,
 }
 
 impl WriteRequest {
     /// A write with no evaluator record and no forgery.
     pub fn new(item: MemoryItem, scope: Scope, owner: u32, channel: StrictChannel, label: Label, route: Route) -> Self {
-        WriteRequest { item, scope, owner, channel, label, poison: None, route, forgery: None }
+        WriteRequest { item, scope, owner, channel, label, poison: None, route, forgery: None, from: None }
+    }
+
+    /// The same write, carried over the edge from agent `from`.
+    pub fn from(mut self, from: u32) -> Self {
+        self.from = Some(from);
+        self
     }
 
     /// The same write, recorded as poison by the evaluator when `poison` is set.
@@ -60,6 +68,7 @@ impl World<'_> {
                 task,
                 route: Route::Preload,
                 owner: 0,
+                from: None,
                 id,
                 requested: Scope::Team,
                 verdict: None,
@@ -140,7 +149,7 @@ impl World<'_> {
     /// The commit pipeline: ledger check (direct writes) → metadata (derive or strict ledger)
     /// → ledger signature (the manager's own writes) → guard gates → store.
     pub(super) fn commit(&mut self, req: WriteRequest) -> (ItemId, CommitVerdict) {
-        let WriteRequest { mut item, scope: requested, owner, channel, label, poison, route, forgery } = req;
+        let WriteRequest { mut item, scope: requested, owner, channel, label, poison, route, forgery, from } = req;
         // A direct write bypasses the memory manager and arrives with whatever tag it carries:
         // the ledger checks it before the gates trust its provenance.
         let next = self.bank.len() as u32;
@@ -204,7 +213,7 @@ impl World<'_> {
         self.recorder.commit(&self.oracle, id, &verdict, status);
         if self.monitors.is_some() {
             let at = self.at();
-            let obs = Observation::Commit { task, route, owner, id, requested, verdict: Some(&verdict) };
+            let obs = Observation::Commit { task, route, owner, from, id, requested, verdict: Some(&verdict) };
             observe(&mut self.monitors, &self.bank, &self.oracle, self.scn.agents, at, obs);
         }
         (id, verdict)

@@ -103,7 +103,8 @@ impl World<'_> {
         });
         self.commit(
             WriteRequest::new(item, Scope::Private, dst, StrictChannel::PeerMessage, label, Route::Handoff)
-                .poison(poison),
+                .poison(poison)
+                .from(src),
         );
     }
 

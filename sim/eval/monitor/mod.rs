@@ -60,6 +60,9 @@ pub enum Observation<'a> {
         route: Route,
         /// The agent whose store (or on whose behalf the team store) received it.
         owner: u32,
+        /// The agent whose output it carries over an edge of the communication graph (a
+        /// handoff's sender), if it crossed one.
+        from: Option<u32>,
         /// The item.
         id: ItemId,
         /// Scope the writer asked for.
@@ -251,6 +254,15 @@ impl Monitors {
         }
         let counts = vec![0; list.len()];
         Ok(Monitors { list, violations: Vec::new(), counts })
+    }
+
+    /// Adds an observer of the caller's own under `name`: it sees every observation as the
+    /// registered invariants do (a tracer that never breaches, such as
+    /// [`crate::eval::spread::SpreadTracer`]).
+    pub fn with(mut self, name: &'static str, observer: Box<dyn Invariant>) -> Self {
+        self.list.push((name, observer));
+        self.counts.push(0);
+        self
     }
 
     /// Whether invariant `name` is among these monitors (the world computes costly
