@@ -33,10 +33,10 @@
 //! | stores and tasks | [`embed`], [`memory`], [`workload`] |
 //! | records and readers | [`ledger`], [`agent`] |
 //! | actors | [`attack`], [`guard`] |
-//! | evaluator | [`eval`] (metrics, oracle, monitors, the token) |
+//! | evaluator | [`eval`] (metrics, oracle, monitors, the token, the spread tracer) |
 //! | the file | [`scenario`] (schema, loading, the memory estimate) |
 //! | the simulation | [`world`], then [`records`] (stored results), then [`run`] |
-//! | studies | [`study`]: grid, sweep, what-if, check, calibrate, predictive, fidelity, trace, explain |
+//! | studies | [`study`]: grid, sweep, what-if, check, calibrate, predictive, fidelity, trace, explain, spread |
 //! | tooling | [`inputs`] (validate any file), [`testkit`] (fuzzer, property kit) |
 //!
 //! The `memlink` binary (`sim/main.rs`, `sim/cli/`, one file per command) sits on top.
