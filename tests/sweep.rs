@@ -317,3 +317,34 @@ fn an_ensemble_sweep_keeps_the_fits_outputs_and_adds_predictive_intervals() {
     }
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn integer_factors_record_the_simulated_value_and_oat_refuses_a_list_of_values() {
+    // Latin hypercube over top_k in [1, 5]: the design's values are fractions, the runs use the
+    // nearest integer, and runs.csv must say what ran.
+    let body = r#"(
+    name: "ints",
+    base: "base.ron",
+    replicates: Some(1),
+    design: Lhs(samples: 4),
+    factors: [(path: "protocol.top_k", range: Some((1.0, 5.0)))],
+)"#;
+    let (d, sweep) = setup("ints", body, 3);
+    let out = d.join("out");
+    ok(&memlink(&["sweep", sweep.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet"]));
+    let mut rdr = csv::Reader::from_path(out.join("runs.csv")).unwrap();
+    let col = rdr.headers().unwrap().iter().position(|h| h == "top_k").expect("a top_k column");
+    let values: Vec<f64> = rdr.records().map(|r| r.unwrap()[col].parse().unwrap()).collect();
+    assert!(!values.is_empty());
+    for v in &values {
+        assert_eq!(*v, v.round(), "top_k recorded as {v}, not the value simulated");
+    }
+    // OAT steps multiples of the nominal value: a factor's `values` would be ignored, so it is refused.
+    let body = OAT.replace(
+        r#"(name: Some("memory_weight"), path: "profile.model.memory_weight"),"#,
+        r#"(path: "protocol.top_k", values: Some([1, 3, 5])),"#,
+    );
+    let (_, sweep) = setup("oat-values", &body, 3);
+    let e = refused(&memlink(&["sweep", sweep.to_str().unwrap()]), "for an OAT design");
+    assert!(e.contains("factors[top_k]"), "{e}");
+}

@@ -156,6 +156,12 @@ pub fn read(v: &Value, path: &str) -> std::result::Result<f64, String> {
     x.as_f64().ok_or_else(|| format!("`{path}` is not a number ({x})"))
 }
 
+/// Whether the number at `path` in `v` is an integer field.
+pub fn is_integer(v: &Value, path: &str) -> bool {
+    let mut c = v.clone();
+    locate(&mut c, path).is_ok_and(|x| x.is_u64() || x.is_i64())
+}
+
 /// Sets the number at `path`; integer fields take the nearest integer (negative ones refused).
 pub fn write(v: &mut Value, path: &str, x: f64) -> std::result::Result<(), String> {
     let slot = locate(v, path)?;

@@ -135,6 +135,9 @@ pub struct PlannedFactor {
     pub nominal: Vec<f64>,
     /// Bounds per setting.
     pub bounds: Vec<(f64, f64)>,
+    /// Whether the field is an integer (simulated, and recorded, at the nearest integer).
+    #[serde(default)]
+    pub integer: bool,
 }
 
 /// The expanded sweep: everything [`finalize`] needs besides the results.
@@ -307,6 +310,16 @@ impl Sweep {
         spec.design.check(spec.factors.len()).map_err(|(f, e)| invalid(&f, e))?;
         for f in &spec.factors {
             f.check().map_err(|e| at_factor(f, e))?;
+            // OAT steps every factor by multiples of its nominal value; a list of values would
+            // be silently ignored, so it is refused.
+            if matches!(spec.design, Design::Oat { .. }) && f.values.is_some() {
+                return Err(at_factor(
+                    f,
+                    "a `range` or `relative` for an OAT design (it steps multiples of the nominal value; \
+                     `values` lists levels for Factorial, Lhs, Morris or Sobol)"
+                        .into(),
+                ));
+            }
             if spec.factors.iter().filter(|g| g.label() == f.label()).count() > 1 {
                 return Err(at_factor(f, format!("distinct factor names (`{}` twice; set `name`)", f.label())));
             }
@@ -392,7 +405,13 @@ impl Sweep {
         let mut factors: Vec<PlannedFactor> = spec
             .factors
             .iter()
-            .map(|f| PlannedFactor { name: f.label(), path: f.path.clone(), nominal: Vec::new(), bounds: Vec::new() })
+            .map(|f| PlannedFactor {
+                name: f.label(),
+                path: f.path.clone(),
+                nominal: Vec::new(),
+                bounds: Vec::new(),
+                integer: false,
+            })
             .collect();
         let mut runs = Vec::new();
         let mut jobs = Vec::new();
@@ -441,6 +460,7 @@ impl Sweep {
                     .map_err(|e| at_factor(f, format!("a path to a number of {} ({e})", base_path.display())))?;
                 pf.nominal.push(nominal);
                 pf.bounds.push(f.bounds(nominal));
+                pf.integer = factor::is_integer(if profile { &pv } else { &sv }, sub);
             }
             let topologies = spec.topologies.clone().unwrap_or_else(|| vec![base.scenario.topology.clone()]);
             let draw_profiles: Vec<crate::agent::Profile> = match ensembles.as_deref_mut() {
@@ -455,10 +475,15 @@ impl Sweep {
                     .iter()
                     .zip(&spec.factors)
                     .zip(&factors)
-                    .map(|((c, f), pf)| match c {
-                        Coord::Unit(u) => f.at_unit(*u, pf.nominal[si]),
-                        Coord::Relative(r) => pf.nominal[si] * r,
-                        Coord::Value(v) => *v,
+                    .map(|((c, f), pf)| {
+                        let v = match c {
+                            Coord::Unit(u) => f.at_unit(*u, pf.nominal[si]),
+                            Coord::Relative(r) => pf.nominal[si] * r,
+                            Coord::Value(v) => *v,
+                        };
+                        // An integer field is simulated at the nearest integer
+                        // (`factor::write`): record that value, not the design's.
+                        if pf.integer { v.round() } else { v }
                     })
                     .collect();
                 let mut replicate = 0;
