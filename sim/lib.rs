@@ -28,7 +28,7 @@
 //!
 //! | floor | modules |
 //! |---|---|
-//! | foundations | [`engine`], [`error`], [`files`], [`allocator`], [`report`] (figures) |
+//! | foundations | [`engine`], [`error`], [`files`], [`allocator`], [`report`] (figures), [`tidy`] (the long format) |
 //! | text and graphs | [`text`], [`topology`] |
 //! | stores and tasks | [`embed`], [`memory`], [`workload`] |
 //! | records and readers | [`ledger`], [`agent`] |
@@ -70,6 +70,7 @@ pub mod scenario;
 pub mod study;
 pub mod testkit;
 pub mod text;
+pub mod tidy;
 pub mod topology;
 pub mod workload;
 pub mod world;

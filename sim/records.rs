@@ -66,6 +66,17 @@ pub struct ArmResult {
 }
 
 impl ArmResult {
+    /// This arm's rows of the tidy long format ([`crate::tidy`]): every per-round metric at
+    /// every round, then every per-run metric, by the names this result keeps them under.
+    pub fn tidy(&self, key: &crate::tidy::Key<'_>) -> String {
+        let rounds: Vec<Vec<(&str, f64)>> =
+            self.rounds.iter().map(|r| r.iter().map(|(k, v)| (k.as_str(), *v)).collect()).collect();
+        let per_run: Vec<(&str, f64)> = self.scalars.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        crate::tidy::rows(key, &rounds, &per_run)
+    }
+}
+
+impl ArmResult {
     /// The result of one arm's summary.
     pub fn of(a: &ArmSummary) -> Self {
         let rounds = a

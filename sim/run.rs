@@ -316,7 +316,27 @@ impl ScenarioResult {
     pub fn write(&self, dir: &Path) -> Result<()> {
         std::fs::create_dir_all(dir).map_err(|source| Error::Write { path: dir.to_path_buf(), source })?;
         crate::files::write_atomic(&dir.join("summary.json"), &self.to_json())?;
-        crate::files::write_atomic(&dir.join("rounds.csv"), &self.rounds_csv())
+        crate::files::write_atomic(&dir.join("rounds.csv"), &self.rounds_csv())?;
+        crate::files::write_atomic(&dir.join("tidy.csv"), self.tidy())
+    }
+
+    /// Every arm's metrics in the tidy long format ([`crate::tidy`]).
+    pub fn tidy(&self) -> String {
+        let mut s = String::from(crate::tidy::HEADER);
+        for a in &self.arms {
+            let key = crate::tidy::Key {
+                study: "run",
+                run: "1",
+                setting: &self.scenario,
+                backbone: &self.backbone,
+                topology: &self.topology,
+                seed: self.seed,
+                draw: None,
+                arm: &a.arm,
+            };
+            s.push_str(&crate::records::ArmResult::of(a).tidy(&key));
+        }
+        s
     }
 }
 

@@ -13,7 +13,7 @@ use std::path::Path;
 
 /// Lowest floor first. `study/x` and `eval/x` are the parts of those folders.
 const FLOORS: &[&[&str]] = &[
-    &["engine", "error", "allocator", "files", "report"],
+    &["engine", "error", "allocator", "files", "report", "tidy"],
     &["text", "topology"],
     &["workload", "memory"],
     &["embed", "ledger"],

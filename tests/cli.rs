@@ -293,3 +293,30 @@ fn scenario_prints_every_default_and_runs_as_the_original() {
         std::fs::read_to_string(b.join("summary.json")).unwrap()
     );
 }
+
+#[test]
+fn run_writes_the_tidy_long_format_in_the_one_vocabulary() {
+    let out = scratch("tidy");
+    let o = memlink(&["run", "scenarios/quickstart.ron", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let tidy = std::fs::read_to_string(out.join("tidy.csv")).unwrap();
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert!(tidy.starts_with(memlink::tidy::HEADER), "{tidy}");
+    // MDSR at round 3 of each arm: summary.json's fraction, the tidy file's percent.
+    for arm in summary["arms"].as_array().unwrap() {
+        let name = arm["arm"].as_str().unwrap();
+        let frac = arm["rounds"][2]["mdsr_strict"].as_f64().unwrap();
+        let row = tidy
+            .lines()
+            .find(|l| l.contains(&format!(",{name},mdsr,3,")))
+            .unwrap_or_else(|| panic!("no mdsr row of {name} at round 3"));
+        let v: f64 = row.split(',').nth(10).unwrap().parse().unwrap();
+        assert!((v - 100.0 * frac).abs() < 1e-9 && row.ends_with(",percent"), "{row} vs {frac}");
+    }
+    // Every metric it writes is in the glossary.
+    for l in tidy.lines().skip(1) {
+        let metric = l.split(',').nth(8).unwrap();
+        assert!(memlink::tidy::METRICS.iter().any(|m| m.0 == metric), "`{metric}` is not in tidy::METRICS");
+    }
+}

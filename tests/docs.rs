@@ -150,3 +150,12 @@ fn the_readme_stays_short() {
     let len = std::fs::metadata(root().join("README.md")).unwrap().len();
     assert!(len <= 15 * 1024, "README.md is {len} bytes; the limit is 15 KiB (move detail to docs/)");
 }
+
+#[test]
+fn the_glossary_lists_every_tidy_metric() {
+    let text = std::fs::read_to_string(root().join("docs/outputs.md")).unwrap();
+    for (name, unit, _, what) in memlink::tidy::METRICS {
+        let row = format!("| `{name}` | {unit} | {what} |");
+        assert!(text.contains(&row), "docs/outputs.md lacks the row {row}");
+    }
+}

@@ -50,6 +50,7 @@ pub fn exec(a: Args) -> Result<()> {
         return Ok(());
     };
     memlink::study::grid::write_records(&dir.join("results.jsonl"), &records)?;
+    memlink::files::write_atomic(&dir.join("tidy.csv"), memlink::study::grid::tidy(&records))?;
     let rows = memlink::study::grid::table(&records, k);
     memlink::files::write_atomic(&dir.join("table.md"), memlink::study::grid::markdown(&rows, k))?;
     memlink::files::write_atomic(&dir.join("table.csv"), memlink::study::grid::csv(&rows, k))?;
@@ -71,6 +72,6 @@ pub fn exec(a: Args) -> Result<()> {
         }
     }
     print!("{}", memlink::study::grid::markdown(&rows, k));
-    println!("\nwrote {}/results.jsonl, table.md, table.csv and {figures} figures", dir.display());
+    println!("\nwrote {}/results.jsonl, tidy.csv, table.md, table.csv and {figures} figures", dir.display());
     Ok(())
 }

@@ -192,16 +192,37 @@ pub fn scatter(path: &Path, title: &str, x_label: &str, y_label: &str, points: &
             .build_cartesian_2d(0f64..xmax, 0f64..ymax)
             .map_err(|e| e.to_string())?;
         chart.configure_mesh().x_desc(x_label).y_desc(y_label).draw().map_err(|e| e.to_string())?;
-        // σ = μ* marks where interactions or non-linearity dominate.
+        // σ = μ* marks where interactions or non-linearity dominate; the line says so.
+        let end = xmax.min(ymax);
+        chart.draw_series(LineSeries::new(vec![(0.0, 0.0), (end, end)], GREY.mix(0.6))).map_err(|e| e.to_string())?;
         chart
-            .draw_series(LineSeries::new(vec![(0.0, 0.0), (xmax.min(ymax), xmax.min(ymax))], GREY.mix(0.6)))
+            .draw_series(std::iter::once(Text::new(
+                "σ = μ*",
+                (end * 0.92, end * 0.97),
+                ("sans-serif", 11).into_font().color(&GREY).pos(Pos::new(HPos::Right, VPos::Bottom)),
+            )))
             .map_err(|e| e.to_string())?;
+        // Factors with no effect at all sit on one point: one label names how many, instead of
+        // a pile of labels on top of each other.
+        let at_origin: Vec<&String> = points.iter().filter(|p| p.1 == 0.0 && p.2 == 0.0).map(|p| &p.0).collect();
         for (label, x, y) in points {
             chart.draw_series(std::iter::once(Circle::new((*x, *y), 4, BLUE.filled()))).map_err(|e| e.to_string())?;
+            if *x == 0.0 && *y == 0.0 && at_origin.len() > 1 {
+                continue;
+            }
             chart
                 .draw_series(std::iter::once(Text::new(
                     label.clone(),
                     (*x + xmax * 0.01, *y + ymax * 0.01),
+                    ("sans-serif", 11),
+                )))
+                .map_err(|e| e.to_string())?;
+        }
+        if at_origin.len() > 1 {
+            chart
+                .draw_series(std::iter::once(Text::new(
+                    format!("{} factors with no effect (μ* = σ = 0; listed in the summary)", at_origin.len()),
+                    (xmax * 0.02, ymax * 0.03),
                     ("sans-serif", 11),
                 )))
                 .map_err(|e| e.to_string())?;
@@ -456,8 +477,9 @@ pub fn grouped_bars(
 
 /// Grouped bars: per group, a bar per series at its mean with a whisker over its interval
 /// (mean, low, high); the y axis runs to `headroom` times the highest whisker, and a percentage
-/// axis (`%` in `y_label`) to 100 when every value fits. A bar of exactly zero shows a "0", so it
-/// cannot pass for a missing one; the legend is a strip below the chart, off the data.
+/// axis (`%` in `y_label`) to 100 when every value fits. A bar too low to see shows its value
+/// ("0" for exactly zero) and a missing one (NaN) "n/a", so neither passes for the other; the
+/// legend is a strip below the chart, off the data.
 pub fn grouped_intervals(
     path: &Path,
     title: &str,
@@ -494,10 +516,18 @@ pub fn grouped_intervals(
                 chart
                     .draw_series(std::iter::once(PathElement::new(vec![(xc, *lo), (xc, *hi)], BLACK.stroke_width(1))))
                     .map_err(|e| e.to_string())?;
-                if *m == 0.0 {
+                // A bar too low to see says its value ("0" for exactly zero), and a missing
+                // value says so, so that neither passes for the other.
+                let tiny = match *m {
+                    v if v.is_nan() => Some("n/a".to_string()),
+                    0.0 => Some("0".to_string()),
+                    v if v.abs() < 0.01 * ymax => Some(format!("{v:.2}")),
+                    _ => None,
+                };
+                if let Some(text) = tiny {
                     chart
                         .draw_series(std::iter::once(Text::new(
-                            "0",
+                            text,
                             (xc, ymax * 0.01),
                             ("sans-serif", 11).into_font().color(&c).pos(Pos::new(HPos::Center, VPos::Bottom)),
                         )))

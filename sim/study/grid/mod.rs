@@ -416,6 +416,40 @@ pub fn write_records(path: &Path, records: &[GridRecord]) -> Result<()> {
     write_atomic(path, &s)
 }
 
+/// The records in the tidy long format ([`crate::tidy`]): per run and arm, MDSR, its upper
+/// bound, the table's RDA and the exposure ASR at every round.
+pub fn tidy(records: &[GridRecord]) -> String {
+    let mut s = String::from(crate::tidy::HEADER);
+    for r in records {
+        let run = r.run.to_string();
+        let key = crate::tidy::Key {
+            study: "grid",
+            run: &run,
+            setting: &r.setting,
+            backbone: &r.backbone,
+            topology: &r.topology,
+            seed: r.seed,
+            draw: r.draw,
+            arm: &r.arm,
+        };
+        let n = r.mdsr.len();
+        let rounds: Vec<Vec<(&str, f64)>> = (0..n)
+            .map(|k| {
+                let mut v = vec![("mdsr", r.mdsr[k]), ("rda", r.rda[k])];
+                if let Some(x) = r.asr.get(k) {
+                    v.push(("asr", *x));
+                }
+                if let Some(x) = r.mdsr_upper.get(k) {
+                    v.push(("mdsr_upper", *x));
+                }
+                v
+            })
+            .collect();
+        s.push_str(&crate::tidy::rows(&key, &rounds, &[]));
+    }
+    s
+}
+
 /// Reads records written by [`write_records`]. A malformed line, a metric outside [0, 1] or
 /// not a number, per-round series of different lengths, a record of a run and arm seen before,
 /// an arm whose records have different round counts, or a file without records is an error

@@ -280,6 +280,24 @@ pub fn finalize(plan: &Plan, results: &[RunResult], dir: &Path) -> Result<()> {
         .map_err(|e| Error::Write { path: dir.join("runs.csv"), source: std::io::Error::other(e.to_string()) })?;
     write_atomic(&dir.join("runs.csv"), String::from_utf8_lossy(&csv_bytes).as_bytes())?;
     write_atomic(&dir.join("runs.jsonl"), &jsonl)?;
+    // The same runs in the tidy long format, one row per metric and round.
+    let mut tidy = String::from(crate::tidy::HEADER);
+    for (run, res) in plan.runs.iter().zip(results) {
+        for a in &res.arms {
+            let key = crate::tidy::Key {
+                study: "sweep",
+                run: &run.id,
+                setting: &run.setting,
+                backbone: "",
+                topology: &run.topology,
+                seed: run.seed,
+                draw: run.draw,
+                arm: &a.arm,
+            };
+            tidy.push_str(&a.tidy(&key));
+        }
+    }
+    write_atomic(&dir.join("tidy.csv"), tidy)?;
     // SALib's problem definition (bounds of the first setting).
     let problem = serde_json::json!({
         "num_vars": plan.factors.len(),
