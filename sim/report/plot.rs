@@ -134,20 +134,36 @@ pub fn tornado(
     let lim =
         bars.iter().flat_map(|b| [b.low.1, b.low.2, b.high.1, b.high.2]).fold(0.5f64, |m, x| m.max(x.abs())) * 1.1;
     let height = 120 + 26 * n as u32;
-    both!(path, (840, height), |root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, ("sans-serif", 18))
+    let all_zero = bars.iter().all(|b| b.low.0 == 0.0 && b.high.0 == 0.0);
+    both!(path, (840, height + 30), |whole| {
+        let (root, legend) = whole.split_vertically(height);
+        let caption = if all_zero { format!("{title}: no factor moved it") } else { title.to_string() };
+        let mut chart = ChartBuilder::on(&root)
+            .caption(caption, ("sans-serif", 18))
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(240)
             .build_cartesian_2d(-lim..lim, 0f64..n as f64)
             .map_err(|e| e.to_string())?;
-        chart.configure_mesh().disable_y_mesh().x_desc(x_label).y_labels(0).draw().map_err(|e| e.to_string())?;
-        let right = ("sans-serif", 12).into_font().into_text_style(root).pos(Pos::new(HPos::Right, VPos::Center));
+        // Ticks read "0.0", never "-0.0".
+        let tick = |v: &f64| {
+            let t = format!("{v:.1}");
+            if t == "-0.0" { "0.0".to_string() } else { t }
+        };
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .x_desc(x_label)
+            .x_label_formatter(&tick)
+            .y_labels(0)
+            .draw()
+            .map_err(|e| e.to_string())?;
+        let right = ("sans-serif", 12).into_font().into_text_style(&root).pos(Pos::new(HPos::Right, VPos::Center));
         for (k, b) in bars.iter().enumerate() {
             let (px, py) = chart.backend_coord(&(-lim, n as f64 - k as f64 - 0.5));
             root.draw(&Text::new(b.label.clone(), (px - 8, py), right.clone())).map_err(|e| e.to_string())?;
         }
+        let zero = ("sans-serif", 11).into_font().color(&GREY).pos(Pos::new(HPos::Left, VPos::Center));
         for (k, b) in bars.iter().enumerate() {
             let y = n as f64 - k as f64 - 0.5;
             for (v, color, dy) in [(b.low, BLUE, 0.18), (b.high, ORANGE, -0.18)] {
@@ -164,16 +180,23 @@ pub fn tornado(
                     )))
                     .map_err(|e| e.to_string())?;
             }
+            // A factor whose steps moved nothing says so, so it cannot pass for a missing bar.
+            if b.low.0 == 0.0 && b.high.0 == 0.0 {
+                chart
+                    .draw_series(std::iter::once(Text::new("0 (no effect)", (lim * 0.02, y), zero.clone())))
+                    .map_err(|e| e.to_string())?;
+            }
         }
         chart
             .draw_series(std::iter::once(PathElement::new(vec![(0.0, 0.0), (0.0, n as f64)], BLACK.stroke_width(1))))
             .map_err(|e| e.to_string())?;
-        // The legend sits above the plot, right of the caption's line.
-        let (x0, _) = chart.backend_coord(&(lim, 0.0));
+        // The legend is a strip below the chart, off the title and the data.
         for (k, (name, color)) in [(low_name, BLUE), (high_name, ORANGE)].into_iter().enumerate() {
-            let x = x0 - 150 + 75 * k as i32;
-            root.draw(&Rectangle::new([(x, 10), (x + 14, 22)], color.filled())).map_err(|e| e.to_string())?;
-            root.draw(&Text::new(name.to_string(), (x + 18, 10), ("sans-serif", 12))).map_err(|e| e.to_string())?;
+            let x = 250 + 90 * k as i32;
+            legend.draw(&Rectangle::new([(x, 6), (x + 14, 18)], color.filled())).map_err(|e| e.to_string())?;
+            legend
+                .draw(&Text::new(format!("{name} nominal"), (x + 18, 5), ("sans-serif", 12)))
+                .map_err(|e| e.to_string())?;
         }
         Ok(())
     })
