@@ -63,6 +63,27 @@ pub const METRICS: &[(&str, &str, bool, &str)] = &[
     ),
 ];
 
+/// A metric's name as a figure's axis reads it: `rda@3` → `RDA@3`,
+/// `cap_damage_after_activation` → `damage after activation`; a name it does not know, as it is.
+pub fn human(metric: &str) -> String {
+    let (base, at) = match metric.split_once('@') {
+        Some((b, k)) => (b, format!("@{k}")),
+        None => (metric, String::new()),
+    };
+    let name = match base {
+        "mdsr" => "MDSR".to_string(),
+        "mdsr_half" => "MDSR (≥ half)".to_string(),
+        "rda" => "RDA".to_string(),
+        "retrieval_rda" => "retrieval RDA".to_string(),
+        "asr" => "ASR".to_string(),
+        "pmur_agent" => "PMUR (per output)".to_string(),
+        "pmur" => "PMUR".to_string(),
+        "sr" | "cpr" | "pmwr" | "ppr" => base.to_uppercase(),
+        other => other.strip_prefix("cap_").unwrap_or(other).replace('_', " "),
+    };
+    format!("{name}{at}")
+}
+
 /// Where one arm's numbers come from.
 #[derive(Clone, Debug, Default)]
 pub struct Key<'a> {

@@ -569,8 +569,8 @@ pub fn grouped_intervals(
 pub type TradeoffPoint = (String, (f64, f64, f64), (f64, f64, f64));
 
 /// A trade-off between two metrics (the evasion-versus-success curve of an adaptive attacker):
-/// per series, its points in order, joined by a line, each with both 95% intervals as error
-/// bars and its label beside it. Both axes run 0–100 (percent).
+/// per series, its points (conditions are categories, so no line joins them), each with both
+/// 95% intervals as error bars and its label beside it. Both axes run 0–100 (percent).
 pub fn tradeoff(
     path: &Path,
     title: &str,
@@ -590,11 +590,13 @@ pub fn tradeoff(
         chart.configure_mesh().x_desc(x_label).y_desc(y_label).draw().map_err(|e| e.to_string())?;
         for (k, (name, pts)) in series.iter().enumerate() {
             let c = PALETTE[k % PALETTE.len()];
+            // The conditions are categories, not a sequence: points with their labels, no line
+            // between them. An empty series carries the legend entry.
             chart
-                .draw_series(LineSeries::new(pts.iter().map(|p| (p.1.0, p.2.0)), c.stroke_width(2)))
+                .draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())
                 .map_err(|e| e.to_string())?
                 .label(name.clone())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
+                .legend(move |(x, y)| Circle::new((x + 6, y), 4, c.filled()));
             // Points that coincide share one label ("a = b"; every one: "all conditions").
             let key = |p: &TradeoffPoint| ((p.1.0 * 10.0).round() as i64, (p.2.0 * 10.0).round() as i64);
             let mut labels: Vec<(i64, i64, Vec<&str>)> = Vec::new();

@@ -595,8 +595,8 @@ impl WhatIf {
                 let groups: Vec<String> = sp.conditions.iter().map(|c| c.name.clone()).collect();
                 crate::report::plot::grouped_intervals(
                     &fig,
-                    &format!("{} · {metric} by condition (95% CI)", setting.name),
-                    &format!("{metric} (%)"),
+                    &format!("{} · {} by condition (95% CI)", setting.name, crate::tidy::human(metric)),
+                    &format!("{} (%)", crate::tidy::human(metric)),
                     &groups,
                     &series,
                     1.1 + 0.07 * (sp.arms.len() + 1) as f64,
@@ -631,9 +631,14 @@ impl WhatIf {
                     .collect();
                 crate::report::plot::tradeoff(
                     &fig,
-                    &format!("{} · {y} against {x} by condition (95% CI)", setting.name),
-                    &format!("{x} (%)"),
-                    &format!("{y} (%)"),
+                    &format!(
+                        "{} · {} against {} by condition (95% CI)",
+                        setting.name,
+                        crate::tidy::human(y),
+                        crate::tidy::human(x)
+                    ),
+                    &format!("{} (%)", crate::tidy::human(x)),
+                    &format!("{} (%)", crate::tidy::human(y)),
                     &series,
                 )?;
                 md.push_str(&format!(

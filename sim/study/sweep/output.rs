@@ -547,7 +547,7 @@ fn draw_exposure(plan: &Plan, results: &[RunResult], setting: &str, path: &Path)
     crate::report::plot::cdf(
         path,
         &format!("{}: time to a benign agent's first exposure ({setting})", plan.spec.name),
-        "ticks from the run's start (deciles of each replicate)",
+        "ticks from the run's start (deciles of each replicate, over the agents ever exposed; never-exposed agents are censored, not shown)",
         &cdf,
     )?;
     Ok(true)
