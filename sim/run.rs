@@ -315,8 +315,8 @@ impl ScenarioResult {
     /// interrupted write never leaves a truncated result).
     pub fn write(&self, dir: &Path) -> Result<()> {
         std::fs::create_dir_all(dir).map_err(|source| Error::Write { path: dir.to_path_buf(), source })?;
-        crate::files::write_atomic(&dir.join("summary.json"), &self.to_json())?;
-        crate::files::write_atomic(&dir.join("rounds.csv"), &self.rounds_csv())?;
+        crate::files::write_atomic(&dir.join("summary.json"), self.to_json())?;
+        crate::files::write_atomic(&dir.join("rounds.csv"), self.rounds_csv())?;
         crate::files::write_atomic(&dir.join("tidy.csv"), self.tidy())
     }
 

@@ -255,6 +255,12 @@ fn every_design_runs_and_draws_its_figure() {
     // A PNG on request.
     let png = d.join("fig.png");
     ok(&memlink(&["plot", out.to_str().unwrap(), "--kind", "rounds", "--out", png.to_str().unwrap()]));
+    // An arm the sweep does not have is refused by name, with the arms it has.
+    let e = refused(
+        &memlink(&["plot", out.to_str().unwrap(), "--kind", "rounds", "--arm", "Nope"]),
+        "an arm of this sweep",
+    );
+    assert!(e.contains("MAPLE-Guard") && e.contains("`Nope`"), "{e}");
     assert_eq!(&std::fs::read(&png).unwrap()[1..4], b"PNG");
 }
 

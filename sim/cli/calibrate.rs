@@ -115,7 +115,7 @@ pub fn exec(a: Args) -> Result<()> {
     let guards = cal.fitted_guards(&fit);
     if !guards.is_empty() {
         let g = dir.join(format!("{name}.guards.ron"));
-        memlink::files::write_atomic(&g, &format!("// Fitted arms of `{name}`, to paste into scenarios.\n{guards}"))?;
+        memlink::files::write_atomic(&g, format!("// Fitted arms of `{name}`, to paste into scenarios.\n{guards}"))?;
         wrote.push(g.display().to_string());
     }
     let report = memlink::study::calibrate::report(&cal, &fit);
@@ -184,7 +184,7 @@ fn calibrate_ensemble(
     })?;
     let text = memlink::study::calibrate::ensemble::ensemble_report(&e);
     let path = cal.ensemble_path();
-    memlink::files::write_atomic(&path, &e.to_ron())?;
+    memlink::files::write_atomic(&path, e.to_ron())?;
     let md = dir.join(format!("{name}.ensemble.md"));
     memlink::files::write_atomic(&md, &text)?;
     if let Some(r) = report {

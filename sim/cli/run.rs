@@ -79,7 +79,7 @@ pub fn exec(a: Args) -> Result<()> {
     }
     let run = memlink::run::run_monitored(&ls, seed, &a.invariants)?;
     run.result.write(&dir)?;
-    memlink::files::write_atomic(&dir.join("invariants.json"), &run.to_json())?;
+    memlink::files::write_atomic(&dir.join("invariants.json"), run.to_json())?;
     if a.json {
         print!("{}", run.result.to_json());
     } else {
@@ -103,7 +103,7 @@ pub fn exec(a: Args) -> Result<()> {
 fn ensemble(ls: &LoadedScenario, seed: u64, n: Option<usize>, dir: &Path, json: bool) -> Result<()> {
     let e = memlink::study::predictive::EnsembleRun::run(ls, seed, &mut memlink::study::predictive::Ensembles::new(n))?;
     e.fit.write(dir)?;
-    memlink::files::write_atomic(&dir.join("ensemble.csv"), &e.csv())?;
+    memlink::files::write_atomic(&dir.join("ensemble.csv"), e.csv())?;
     if json {
         print!("{}", e.fit.to_json());
     } else {

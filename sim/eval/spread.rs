@@ -40,21 +40,19 @@ impl Invariant for SpreadTracer {
     fn observe(&mut self, obs: &Observation<'_>, cx: &Cx<'_>) -> Vec<Breach> {
         let mut t = self.trace.lock().expect("the tracer's trace");
         match *obs {
-            Observation::Prompt { task, round, agent, items } => {
-                if items.iter().any(|id| cx.truth.is_poison(*id)) {
-                    let a = agent as usize;
-                    if a < t.first_exposure.len() {
-                        t.poisoned_prompts[a] += 1;
-                        if t.first_exposure[a].is_none() {
-                            t.first_exposure[a] = Some((task, round));
-                        }
+            Observation::Prompt { task, round, agent, items } if items.iter().any(|id| cx.truth.is_poison(*id)) => {
+                let a = agent as usize;
+                if a < t.first_exposure.len() {
+                    t.poisoned_prompts[a] += 1;
+                    if t.first_exposure[a].is_none() {
+                        t.first_exposure[a] = Some((task, round));
                     }
                 }
             }
-            Observation::Commit { route: Route::Handoff, owner, from: Some(from), id, .. } => {
-                if cx.truth.is_poison(id) && cx.bank.get(id).is_active() {
-                    *t.edges.entry((from, owner)).or_default() += 1;
-                }
+            Observation::Commit { route: Route::Handoff, owner, from: Some(from), id, .. }
+                if cx.truth.is_poison(id) && cx.bank.get(id).is_active() =>
+            {
+                *t.edges.entry((from, owner)).or_default() += 1;
             }
             _ => {}
         }

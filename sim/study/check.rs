@@ -672,7 +672,7 @@ impl Check {
             let pfile = out.join(format!("{invariant}.profile.ron"));
             let body =
                 ron::ser::to_string_pretty(&ls.profile, ron::ser::PrettyConfig::default()).expect("serializable");
-            write_atomic(&pfile, &format!("// The profile of {}'s counterexample.\n{body}\n", file.display()))?;
+            write_atomic(&pfile, format!("// The profile of {}'s counterexample.\n{body}\n", file.display()))?;
             scenario.backbone = format!("{invariant}.profile.ron");
         } else {
             scenario.backbone = self.base_backbone_path(out);
@@ -684,7 +684,7 @@ impl Check {
             describe_violation(&violation),
             file.display()
         );
-        write_atomic(&file, &format!("{header}{body}\n"))?;
+        write_atomic(&file, format!("{header}{body}\n"))?;
         let item = match &violation.item {
             Some((id, _)) if bank.try_get(*id).is_some() => {
                 let it = bank.get(*id);
@@ -693,7 +693,7 @@ impl Check {
                 let body = ron::ser::to_string_pretty(&input, ron::ser::PrettyConfig::default()).expect("serializable");
                 write_atomic(
                     &ifile,
-                    &format!(
+                    format!(
                         "// Item {} ({}) of {}'s violation, as the bank held it at the end of the run.\n// Dissect: memlink explain {}\n{body}\n",
                         id,
                         it.name,
@@ -774,7 +774,7 @@ impl Check {
             &out.join("check.json"),
             &(serde_json::to_string_pretty(&outcomes).expect("serializable") + "\n"),
         )?;
-        write_atomic(&out.join("check.md"), &self.report(&outcomes))?;
+        write_atomic(&out.join("check.md"), self.report(&outcomes))?;
         Ok(outcomes)
     }
 

@@ -137,7 +137,7 @@ impl Calibration {
                 });
             }
         }
-        write_atomic(&path, &serde_json::to_string_pretty(&probes).expect("serializable"))?;
+        write_atomic(&path, serde_json::to_string_pretty(&probes).expect("serializable"))?;
         Ok(probes)
     }
 
@@ -266,11 +266,11 @@ impl Calibration {
             while simplex.evaluations < self.spec.max_evaluations && simplex.spread() > self.spec.tolerance {
                 simplex.step(&sub_bounds, &mut f);
                 done[ci] = simplex.clone();
-                write_atomic(state, &serde_json::to_string_pretty(&done).expect("serializable"))?;
+                write_atomic(state, serde_json::to_string_pretty(&done).expect("serializable"))?;
                 progress(first + ci, &coords.simplex_as_params(&simplex, &param_bounds));
             }
             done[ci] = simplex.clone();
-            write_atomic(state, &serde_json::to_string_pretty(&done).expect("serializable"))?;
+            write_atomic(state, serde_json::to_string_pretty(&done).expect("serializable"))?;
             let (best, value) = simplex.best();
             let best = coords.to_params(best, &param_bounds);
             for (k, &i) in pi.iter().enumerate() {

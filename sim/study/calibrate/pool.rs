@@ -110,7 +110,7 @@ impl Calibration {
             }
             spreads.push(Some(s));
         }
-        write_atomic(&path, &serde_json::to_string_pretty(&spreads).expect("serializable"))?;
+        write_atomic(&path, serde_json::to_string_pretty(&spreads).expect("serializable"))?;
         Ok(spreads)
     }
 

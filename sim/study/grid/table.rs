@@ -16,6 +16,10 @@ fn mean_sd(xs: &[f64]) -> (f64, f64) {
         return (0.0, 0.0);
     }
     let m = xs.iter().sum::<f64>() / xs.len() as f64;
+    // Equal values have no spread: say 0, not the rounding of their mean (1e-14).
+    if xs.iter().all(|x| *x == xs[0]) {
+        return (m, 0.0);
+    }
     let v = xs.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / xs.len() as f64;
     (m, v.sqrt())
 }
@@ -382,4 +386,47 @@ pub fn versus_paper(rows: &[TableRow], targets: &[crate::study::calibrate::Targe
         ));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(run: usize, topology: &str, mdsr: f64) -> GridRecord {
+        GridRecord {
+            grid: "g".into(),
+            run,
+            setting: "s".into(),
+            backbone: "b".into(),
+            seed: run as u64,
+            topology: topology.into(),
+            attackers: String::new(),
+            arm: "No Defense".into(),
+            guard: "no_defense".into(),
+            mdsr: vec![mdsr; 3],
+            rda: vec![0.2; 3],
+            asr: vec![0.5; 3],
+            mdsr_upper: Vec::new(),
+            rda_lower: Vec::new(),
+            trace_hash: String::new(),
+            draw: None,
+        }
+    }
+
+    #[test]
+    fn a_cell_over_one_topology_shows_no_spread_and_equal_values_have_none() {
+        // Ten seeds on one topology: the mean alone, never "± 0.0".
+        let one: Vec<GridRecord> = (0..10).map(|i| record(i, "wheel", 0.1 * (i % 3) as f64)).collect();
+        let md = markdown(&table(&one, 3), 3);
+        let row = md.lines().find(|l| l.starts_with("| No Defense |")).unwrap();
+        assert!(!row.contains('±'), "{row}");
+        assert!(md.contains("a cell over one topology shows its mean alone"), "{md}");
+        // Three topologies with the same mean: the spread is exactly 0, in the CSV too.
+        let same: Vec<GridRecord> =
+            ["wheel", "chain", "tree"].iter().enumerate().map(|(i, t)| record(i, t, 1.0 / 3.0)).collect();
+        let rows = table(&same, 3);
+        assert_eq!(rows[0].mdsr.1, 0.0);
+        assert!(csv(&rows, 3).lines().nth(1).unwrap().contains(",0,"), "{}", csv(&rows, 3));
+        assert!(markdown(&rows, 3).contains("± 0.0"));
+    }
 }

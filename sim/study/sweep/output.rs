@@ -309,7 +309,7 @@ pub fn finalize(plan: &Plan, results: &[RunResult], dir: &Path) -> Result<()> {
     let sections = analyse(plan, results)?;
     write_atomic(&dir.join("analysis.json"), &(serde_json::to_string_pretty(&sections).expect("json") + "\n"))?;
     let figures = figures(plan, &sections, results, dir)?;
-    write_atomic(&dir.join("summary.md"), &summary(plan, &sections, &figures))?;
+    write_atomic(&dir.join("summary.md"), summary(plan, &sections, &figures))?;
     Ok(())
 }
 
@@ -780,6 +780,20 @@ pub fn plot_command(
     let sections = analyse(&plan, &res)?;
     let setting = setting.map(String::from).or_else(|| plan.settings.first().cloned()).unwrap_or_default();
     let arm = arm.map(String::from).or_else(|| focus_arm(&plan, &sections, &setting)).unwrap_or_default();
+    // A named arm or setting the sweep does not have is the option's error, listing the choices.
+    let arms: Vec<&str> = sections.iter().filter(|s| s.setting == setting).map(|s| s.arm.as_str()).collect();
+    if !arms.contains(&arm.as_str()) {
+        let mut known: Vec<&str> = arms.clone();
+        known.dedup();
+        return Err(Error::Arg {
+            field: if arms.is_empty() { "--setting".into() } else { "--arm".into() },
+            expected: if arms.is_empty() {
+                format!("a setting of this sweep ({}), not `{setting}`", plan.settings.join(", "))
+            } else {
+                format!("an arm of this sweep ({}), not `{arm}`", known.join(", "))
+            },
+        });
+    }
     let metric = metric.map(String::from).unwrap_or_else(|| plan.spec.metrics[0].clone());
     let file = out
         .map(Path::to_path_buf)

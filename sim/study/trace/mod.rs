@@ -288,7 +288,7 @@ impl Trace {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|source| Error::Write { path: dir.to_path_buf(), source })?;
         }
-        crate::files::write_atomic(path, &self.to_jsonl())
+        crate::files::write_atomic(path, self.to_jsonl())
     }
 
     /// Reads a trace file.
