@@ -252,6 +252,23 @@ fn every_design_runs_and_draws_its_figure() {
     ok(&memlink(&["sweep", sweep.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet"]));
     let csv = std::fs::read_to_string(out.join("runs.csv")).unwrap();
     assert!(csv.lines().any(|l| l.contains(",0.3,0.4,2.0,")), "{csv}");
+    // The same design as np.savetxt writes it (no header, space-separated, a `#` comment): the
+    // columns are the factors in the sweep's order, and the runs are the same bytes.
+    std::fs::write(
+        d.join("design.csv"),
+        "# a SALib sample\n2.000000000000000111e-01 5.000000000000000000e-01 3.000000000000000000e+00\n2.999999999999999889e-01 4.000000000000000222e-01 2.000000000000000000e+00\n",
+    )
+    .unwrap();
+    let out2 = d.join("out-savetxt");
+    ok(&memlink(&["sweep", sweep.to_str().unwrap(), "--out", out2.to_str().unwrap(), "--quiet"]));
+    let csv2 = std::fs::read_to_string(out2.join("runs.csv")).unwrap();
+    assert!(csv2.lines().any(|l| l.contains(",0.3,0.4,2.0,")), "{csv2}");
+    // Two columns for three factors: refused, saying what was expected.
+    std::fs::write(d.join("design.csv"), "0.2 0.5\n").unwrap();
+    refused(
+        &memlink(&["sweep", sweep.to_str().unwrap(), "--out", d.join("o3").to_str().unwrap()]),
+        "exactly 3 columns",
+    );
     // A PNG on request.
     let png = d.join("fig.png");
     ok(&memlink(&["plot", out.to_str().unwrap(), "--kind", "rounds", "--out", png.to_str().unwrap()]));
@@ -345,6 +362,10 @@ fn integer_factors_record_the_simulated_value_and_oat_refuses_a_list_of_values()
     for v in &values {
         assert_eq!(*v, v.round(), "top_k recorded as {v}, not the value simulated");
     }
+    // problem.json says the factor is an integer (SALib ignores the key; a reader does not).
+    let problem: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("problem.json")).unwrap()).unwrap();
+    assert_eq!(problem["integer"], serde_json::json!(["top_k"]), "{problem}");
     // OAT steps multiples of the nominal value: a factor's `values` would be ignored, so it is refused.
     let body = OAT.replace(
         r#"(name: Some("memory_weight"), path: "profile.model.memory_weight"),"#,

@@ -217,44 +217,77 @@ pub fn apply(
     Ok(LoadedScenario { scenario, profile, path: base.path.clone() })
 }
 
-/// Reads a CSV design: a header naming every factor (by name or path), then rows of values.
+/// Reads a CSV design: a header naming every factor (by name or path), then rows of values; or,
+/// as numpy's `np.savetxt` writes a SALib sample, rows of numbers alone (comma- or
+/// whitespace-separated, `#` lines skipped), one column per factor in the sweep's order.
 fn csv_points(path: &Path, factors: &[Factor]) -> Result<Vec<Vec<f64>>> {
     let text = read_file(path)?;
-    let mut rdr = csv::ReaderBuilder::new().trim(csv::Trim::All).from_reader(text.as_bytes());
     let bad =
         |line: usize, message: String| Error::Parse { path: path.to_path_buf(), pos: Pos { line, col: 1 }, message };
-    let header: Vec<String> =
-        rdr.headers().map_err(|e| bad(1, format!("a header row: {e}")))?.iter().map(String::from).collect();
-    let cols: Vec<usize> = factors
-        .iter()
-        .map(|f| {
-            header
-                .iter()
-                .position(|h| *h == f.label() || *h == f.path)
-                // The header is the design file's content: counted, never quoted (the file may
-                // be one the sweep names, not one the user did).
-                .ok_or_else(|| {
-                    bad(
-                        1,
-                        format!(
-                            "a column for factor `{}` (the header's {} columns name none)",
-                            f.label(),
-                            header.len()
-                        ),
-                    )
-                })
-        })
-        .collect::<Result<_>>()?;
+    let first =
+        text.lines().find(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#')).unwrap_or("").to_string();
+    // np.savetxt's default delimiter is a space: read such a file as CSV.
+    let text = if first.contains(',') {
+        text
+    } else {
+        text.lines().map(|l| l.split_whitespace().collect::<Vec<_>>().join(",")).collect::<Vec<_>>().join("\n")
+    };
+    let cells: Vec<&str> = first.split([',', ' ', '\t']).filter(|c| !c.trim().is_empty()).collect();
+    let headerless = !cells.is_empty() && cells.iter().all(|c| c.trim().parse::<f64>().is_ok());
+    let mut rdr = csv::ReaderBuilder::new()
+        .trim(csv::Trim::All)
+        .comment(Some(b'#'))
+        .has_headers(!headerless)
+        .from_reader(text.as_bytes());
+    let (header, cols): (Vec<String>, Vec<usize>) = if headerless {
+        if cells.len() != factors.len() {
+            return Err(bad(
+                1,
+                format!(
+                    "a header naming the factors, or exactly {} columns in the sweep's factor order (a headerless design, as np.savetxt writes one), not {}",
+                    factors.len(),
+                    cells.len()
+                ),
+            ));
+        }
+        (factors.iter().map(|f| f.label()).collect(), (0..factors.len()).collect())
+    } else {
+        let header: Vec<String> =
+            rdr.headers().map_err(|e| bad(1, format!("a header row: {e}")))?.iter().map(String::from).collect();
+        let cols = factors
+            .iter()
+            .map(|f| {
+                header
+                    .iter()
+                    .position(|h| *h == f.label() || *h == f.path)
+                    // The header is the design file's content: counted, never quoted (the file
+                    // may be one the sweep names, not one the user did).
+                    .ok_or_else(|| {
+                        bad(
+                            1,
+                            format!(
+                                "a column for factor `{}` (the header's {} columns name none)",
+                                f.label(),
+                                header.len()
+                            ),
+                        )
+                    })
+            })
+            .collect::<Result<_>>()?;
+        (header, cols)
+    };
     let mut rows = Vec::new();
     for (i, rec) in rdr.records().enumerate() {
         let rec = rec.map_err(|e| bad(i + 2, format!("a row of values: {e}")))?;
+        // The row's own line in the file (comment lines and a missing header counted right).
+        let line = rec.position().map_or(i + 2, |p| p.line() as usize);
         let row = cols
             .iter()
             .map(|&c| {
                 rec.get(c)
                     .and_then(|s| s.parse::<f64>().ok())
                     .filter(|x| x.is_finite())
-                    .ok_or_else(|| bad(i + 2, format!("a finite number in column `{}`", header[c])))
+                    .ok_or_else(|| bad(line, format!("a finite number in column `{}`", header[c])))
             })
             .collect::<Result<Vec<f64>>>()?;
         rows.push(row);

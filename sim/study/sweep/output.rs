@@ -298,12 +298,24 @@ pub fn finalize(plan: &Plan, results: &[RunResult], dir: &Path) -> Result<()> {
         }
     }
     write_atomic(&dir.join("tidy.csv"), tidy)?;
-    // SALib's problem definition (bounds of the first setting).
-    let problem = serde_json::json!({
+    // SALib's problem definition (bounds of the first setting). SALib knows only continuous
+    // ranges, so a factor that takes discrete values says so in keys SALib ignores:
+    // `discrete` (a factor's list of levels) and `integer` (fields simulated at the nearest
+    // integer), present only when some factor is one.
+    let mut problem = serde_json::json!({
         "num_vars": plan.factors.len(),
         "names": factor_names,
         "bounds": plan.factors.iter().map(|f| vec![f.bounds[0].0, f.bounds[0].1]).collect::<Vec<_>>(),
     });
+    let discrete: serde_json::Map<String, Value> =
+        spec.factors.iter().filter_map(|f| f.values.as_ref().map(|v| (f.label(), serde_json::json!(v)))).collect();
+    if !discrete.is_empty() {
+        problem["discrete"] = Value::Object(discrete);
+    }
+    let integer: Vec<&str> = plan.factors.iter().filter(|f| f.integer).map(|f| f.name.as_str()).collect();
+    if !integer.is_empty() {
+        problem["integer"] = serde_json::json!(integer);
+    }
     write_atomic(&dir.join("problem.json"), &(serde_json::to_string_pretty(&problem).expect("json") + "\n"))?;
     write_salib(plan, results, dir)?;
     let sections = analyse(plan, results)?;
