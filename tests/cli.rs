@@ -280,7 +280,7 @@ fn scenario_prints_every_default_and_runs_as_the_original() {
     assert!(o.status.success(), "{}", stderr(&o));
     let full = stdout(&o);
     // Defaults the quickstart leaves out are written out.
-    for field in ["placement:", "embedding_dim:", "similarity:", "invariants:", "backend_k:"] {
+    for field in ["placement:", "embedding_dim:", "similarity:", "memory_topology:", "backend_k:", "promotion:"] {
         assert!(full.contains(field), "no `{field}` in:\n{full}");
     }
     let p = scenario_file("filled-in", &full);
