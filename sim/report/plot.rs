@@ -262,8 +262,9 @@ pub fn sobol_bars(path: &Path, title: &str, bars: &[SobolBar]) -> Result<()> {
     let n = bars.len().max(1);
     let ymax = bars.iter().flat_map(|b| [b.2.1, b.4.1, b.1, b.3]).fold(0.1f64, f64::max).min(1.5) * 1.1;
     let ymin = bars.iter().flat_map(|b| [b.2.0, b.4.0]).fold(0.0f64, f64::min).max(-0.5);
-    both!(path, (160 + 90 * n as u32, 520), |root| {
-        let mut chart = ChartBuilder::on(root)
+    both!(path, (160 + 90 * n as u32, 520 + 30), |whole| {
+        let (root, legend) = whole.split_vertically(520);
+        let mut chart = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 18))
             .margin(12)
             .x_label_area_size(70)
@@ -271,7 +272,7 @@ pub fn sobol_bars(path: &Path, title: &str, bars: &[SobolBar]) -> Result<()> {
             .build_cartesian_2d(0f64..n as f64, ymin..ymax)
             .map_err(|e| e.to_string())?;
         chart.configure_mesh().disable_x_mesh().y_desc("index").x_labels(0).draw().map_err(|e| e.to_string())?;
-        let below = ("sans-serif", 12).into_font().into_text_style(root).pos(Pos::new(HPos::Center, VPos::Top));
+        let below = ("sans-serif", 12).into_font().into_text_style(&root).pos(Pos::new(HPos::Center, VPos::Top));
         for (k, b) in bars.iter().enumerate() {
             let (px, py) = chart.backend_coord(&(k as f64 + 0.5, ymin));
             root.draw(&Text::new(b.0.clone(), (px, py + 6), below.clone())).map_err(|e| e.to_string())?;
@@ -289,21 +290,25 @@ pub fn sobol_bars(path: &Path, title: &str, bars: &[SobolBar]) -> Result<()> {
                 chart
                     .draw_series(std::iter::once(PathElement::new(vec![(c, ci.0), (c, ci.1)], BLACK.stroke_width(1))))
                     .map_err(|e| e.to_string())?;
+                // An index too small to see says its value ("0" when exactly zero).
+                if v.abs() < 0.01 * (ymax - ymin) {
+                    let text = if v == 0.0 { "0".to_string() } else { format!("{v:.3}") };
+                    chart
+                        .draw_series(std::iter::once(Text::new(
+                            text,
+                            (c, 0.0),
+                            ("sans-serif", 11).into_font().color(&color).pos(Pos::new(HPos::Center, VPos::Bottom)),
+                        )))
+                        .map_err(|e| e.to_string())?;
+                }
             }
         }
-        chart
-            .draw_series(std::iter::once(Rectangle::new([(0.05, ymax * 0.92), (0.2, ymax * 0.97)], BLUE.filled())))
-            .map_err(|e| e.to_string())?
-            .label("S1");
-        chart
-            .draw_series(std::iter::once(Text::new("S1 first order", (0.25, ymax * 0.97), ("sans-serif", 12))))
-            .map_err(|e| e.to_string())?;
-        chart
-            .draw_series(std::iter::once(Rectangle::new([(0.05, ymax * 0.84), (0.2, ymax * 0.89)], ORANGE.filled())))
-            .map_err(|e| e.to_string())?;
-        chart
-            .draw_series(std::iter::once(Text::new("ST total", (0.25, ymax * 0.89), ("sans-serif", 12))))
-            .map_err(|e| e.to_string())?;
+        // The legend is a strip below the chart: a whisker can no longer run through it.
+        for (k, (name, color)) in [("S1 first order", BLUE), ("ST total", ORANGE)].into_iter().enumerate() {
+            let x = 60 + 140 * k as i32;
+            legend.draw(&Rectangle::new([(x, 6), (x + 14, 18)], color.filled())).map_err(|e| e.to_string())?;
+            legend.draw(&Text::new(name, (x + 18, 5), ("sans-serif", 12))).map_err(|e| e.to_string())?;
+        }
         Ok(())
     })
 }
