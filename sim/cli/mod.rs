@@ -79,7 +79,7 @@ enum Cmd {
     /// what the file expects.
     Check(check::Args),
     /// Run a scenario: every arm on the same seed; prints per-round metrics and writes
-    /// summary.json and rounds.csv.
+    /// summary.json, rounds.csv and tidy.csv.
     Run(run::Args),
     /// Replay a recorded trace: the recorded arm bit for bit (strict), or another arm on the
     /// same agent decisions wherever a call's key still matches (a counterfactual); writes

@@ -78,7 +78,7 @@ pub fn exec(a: Args) -> Result<()> {
     } else {
         print!("{}", outcome.result.table());
         print!("{}", outcome.table());
-        println!("\nwrote {}/summary.json, rounds.csv and replay.json", dir.display());
+        println!("\nwrote {}/summary.json, rounds.csv, tidy.csv and replay.json", dir.display());
     }
     Ok(())
 }

@@ -73,7 +73,7 @@ pub fn exec(a: Args) -> Result<()> {
             print!("{}", result.to_json());
         } else {
             print!("{}", result.table());
-            println!("\nwrote {}/summary.json and rounds.csv", dir.display());
+            println!("\nwrote {}/summary.json, rounds.csv and tidy.csv", dir.display());
         }
         return Ok(());
     }
@@ -85,7 +85,7 @@ pub fn exec(a: Args) -> Result<()> {
     } else {
         print!("{}", run.result.table());
         print!("{}", run.table());
-        println!("\nwrote {}/summary.json, rounds.csv and invariants.json", dir.display());
+        println!("\nwrote {}/summary.json, rounds.csv, tidy.csv and invariants.json", dir.display());
     }
     if a.fail_on_violation && !run.holds() {
         let (arm, v) = run.violations().next().expect("a violation");
@@ -109,7 +109,7 @@ fn ensemble(ls: &LoadedScenario, seed: u64, n: Option<usize>, dir: &Path, json: 
     } else {
         print!("{}", e.fit.table());
         print!("{}", e.table());
-        println!("\nwrote {}/summary.json, rounds.csv and ensemble.csv", dir.display());
+        println!("\nwrote {}/summary.json, rounds.csv, tidy.csv and ensemble.csv", dir.display());
     }
     Ok(())
 }
@@ -126,7 +126,7 @@ fn record(ls: &LoadedScenario, seed: u64, file: &Path, dir: &Path, json: bool) -
         print!("{}", result.to_json());
     } else {
         print!("{}", result.table());
-        println!("\nwrote {}/summary.json and rounds.csv", dir.display());
+        println!("\nwrote {}/summary.json, rounds.csv and tidy.csv", dir.display());
         for (t, p) in traces.iter().zip(&paths) {
             println!("recorded {} calls of `{}` to {}", t.calls.len(), t.header.arm, p.display());
         }
