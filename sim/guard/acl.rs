@@ -10,6 +10,14 @@ use crate::memory::{MemoryItem, MemoryTopology, Scope, Status, Taint};
 use crate::text::QueryFeatures;
 use serde::{Deserialize, Serialize};
 
+/// The provenance ACL in the guard registry.
+pub const KIND: super::Kind<AclConfig> = super::Kind {
+    name: |_| "provenance_acl",
+    validate: super::always_valid,
+    build: |c, name, agents| Box::new(ProvenanceAcl::new(name, c.clone(), agents)),
+    judge: None,
+};
+
 /// provenance-ACL's configuration.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

@@ -15,6 +15,14 @@ use crate::memory::{MemoryItem, Scope, Status};
 use crate::text::{QueryFeatures, Sym, token_overlap};
 use serde::{Deserialize, Serialize};
 
+/// The A-MemGuard proxy in the guard registry.
+pub const KIND: super::Kind<AMemGuardConfig> = super::Kind {
+    name: |_| "pure_a_memguard_memrl",
+    validate: |c| if c.max_lessons == 0 { Err(("max_lessons".into(), "at least 1".into())) } else { Ok(()) },
+    build: |c, name, _| Box::new(AMemGuard::new(name, c.clone())),
+    judge: None,
+};
+
 /// The proxy's thresholds (the reference's values are the defaults).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

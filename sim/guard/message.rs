@@ -15,6 +15,73 @@ use crate::engine::SimRng;
 use crate::topology::CommGraph;
 use serde::{Deserialize, Serialize};
 
+/// Challenger in the guard registry.
+pub const CHALLENGER: super::Kind<JudgeConfig> = super::Kind {
+    name: |_| "challenger",
+    validate: |c| c.detector.check(),
+    build: |c, name, _| Box::new(MessageGuard::new(name, MessageGuardKind::Challenger(c.clone()))),
+    judge: Some(("challenger", |c| &mut c.detector)),
+};
+
+/// Inspector in the guard registry.
+pub const INSPECTOR: super::Kind<JudgeConfig> = super::Kind {
+    name: |_| "inspector",
+    validate: |c| c.detector.check(),
+    build: |c, name, _| Box::new(MessageGuard::new(name, MessageGuardKind::Inspector(c.clone()))),
+    judge: Some(("inspector", |c| &mut c.detector)),
+};
+
+/// AgentSafe in the guard registry.
+pub const AGENTSAFE: super::Kind<JudgeConfig> = super::Kind {
+    name: |_| "agentsafe",
+    validate: |c| c.detector.check(),
+    build: |c, name, _| Box::new(MessageGuard::new(name, MessageGuardKind::AgentSafe(c.clone()))),
+    judge: Some(("agentsafe", |c| &mut c.detector)),
+};
+
+/// AgentXposed in the guard registry.
+pub const AGENTXPOSED: super::Kind<XposedConfig> = super::Kind {
+    name: |c| match c.mode {
+        XposedMode::Guide => "agentxposed_guide",
+        XposedMode::Kick => "agentxposed_kick",
+    },
+    validate: |c| {
+        if c.step_down < 0.0 || c.step_up < 0.0 {
+            return Err(("step_down".into(), "steps ≥ 0".into()));
+        }
+        c.detector.check()
+    },
+    build: |c, name, _| Box::new(MessageGuard::new(name, MessageGuardKind::AgentXposed(c.clone()))),
+    judge: Some(("agentxposed", |c| &mut c.detector)),
+};
+
+/// G-Safeguard in the guard registry.
+pub const GSAFEGUARD: super::Kind<GraphGuardConfig> = super::Kind {
+    name: |_| "gsafeguard",
+    validate: |c| c.detector.check(),
+    build: |c, name, _| Box::new(MessageGuard::new(name, MessageGuardKind::Graph(c.clone()))),
+    judge: None,
+};
+
+/// INFA-Guard in the guard registry.
+pub const INFA_GUARD: super::Kind<GraphGuardConfig> = super::Kind {
+    name: |c| match c.action {
+        GraphAction::Prune => "infa_guard",
+        GraphAction::Replace => "infa_guard_replace",
+    },
+    validate: |c| c.detector.check(),
+    build: |c, name, _| Box::new(MessageGuard::new(name, MessageGuardKind::Graph(c.clone()))),
+    judge: None,
+};
+
+/// GUARDIAN in the guard registry.
+pub const GUARDIAN: super::Kind<GuardianConfig> = super::Kind {
+    name: |_| "guardian",
+    validate: |c| c.detector.check(),
+    build: |c, name, _| Box::new(MessageGuard::new(name, MessageGuardKind::Guardian(c.clone()))),
+    judge: None,
+};
+
 /// A per-message LLM judge (Challenger, Inspector, AgentSafe).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

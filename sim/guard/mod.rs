@@ -38,7 +38,10 @@ pub mod decision;
 pub mod detector;
 pub mod maple;
 pub mod message;
+pub mod metadata;
 pub mod piguard;
+#[cfg(test)]
+mod probe;
 pub mod spec;
 pub mod stack;
 
@@ -49,8 +52,32 @@ use crate::memory::{MemoryItem, MemoryTopology, PrescoreInput, Scope};
 use crate::text::{QueryFeatures, TextFeatures};
 use crate::topology::CommGraph;
 pub use decision::{Action, Decision, Reader};
-use maple::MapleConfig;
+pub use metadata::MetadataRules;
 use serde::Serialize;
+
+/// What the registry ([`spec::GuardSpec`]) knows of one guard kind whose configuration is a
+/// `C`: its name in results, the check of its configuration, how to build it and, for a guard
+/// that asks the agents' own model, the LLM-judge kind and the detector a backbone shifts. Each
+/// guard's file defines its `Kind` beside the guard; `spec.rs` lists it on one registry line.
+pub struct Kind<C> {
+    /// The guard's name in results for a configuration.
+    pub name: fn(&C) -> &'static str,
+    /// Checks a configuration: `(field, what was expected)` on the first problem.
+    pub validate: fn(&C) -> std::result::Result<(), (String, String)>,
+    /// Builds the guard, named `name`, for a system of `agents` agents.
+    pub build: fn(&C, &'static str, u32) -> Box<dyn Guard>,
+    /// An LLM judge's kind ([`crate::agent::JUDGE_KINDS`]) and its detector, which a backbone
+    /// profile's `judges` entry shifts; `None` for guards that are models of their own.
+    pub judge: Option<(&'static str, JudgeDetector<C>)>,
+}
+
+/// Where in a configuration `C` an LLM judge's detector is.
+pub type JudgeDetector<C> = fn(&mut C) -> &mut detector::DetectorParams;
+
+/// A [`Kind`]'s validation for configurations with nothing to check.
+pub fn always_valid<C>(_: &C) -> std::result::Result<(), (String, String)> {
+    Ok(())
+}
 
 /// Where in the lifecycle a guard acts.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
@@ -188,9 +215,16 @@ pub trait Guard: Send + Sync {
     /// Where the guard acts.
     fn stage(&self) -> GuardStage;
 
-    /// The MAPLE configuration whose derive constants set metadata, if the guard has one.
-    fn metadata_config(&self) -> Option<&MapleConfig> {
+    /// The rules this guard derives provenance metadata with, when it brings its own (the
+    /// world uses the reference's otherwise; see [`MetadataRules`]).
+    fn metadata_rules(&self) -> Option<&MetadataRules> {
         None
+    }
+
+    /// Whether the reference renders this guard's retrieved memories as evidence lines rather
+    /// than reusable experiences (`render_memory_context`: MAPLE-Guard's methods do).
+    fn frames_memories_as_evidence(&self) -> bool {
+        false
     }
 
     /// Decides a commit of `item` (metadata already final), applying its actions to the item.

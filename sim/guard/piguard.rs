@@ -17,6 +17,17 @@ use crate::memory::{MemoryItem, Scope, Status};
 use crate::text::QueryFeatures;
 use serde::{Deserialize, Serialize};
 
+/// PIGuard in the guard registry.
+pub const KIND: super::Kind<PiGuardConfig> = super::Kind {
+    name: |c| match c.mode {
+        PiGuardMode::Retrieval => "piguard_retrieval",
+        PiGuardMode::Lifecycle => "piguard_lifecycle",
+    },
+    validate: |c| c.classifier.check(),
+    build: |c, name, _| Box::new(PiGuard::new(name, c.clone())),
+    judge: None,
+};
+
 /// Where PIGuard screens.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PiGuardMode {

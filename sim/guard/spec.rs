@@ -1,6 +1,12 @@
 //! What a scenario's arm names as its guard ([`GuardSpec`], the RON of `arms: [(guard: …)]`),
-//! its validation, and the one place that builds a guard from it ([`build_guard`]). Adding a
-//! guard is its file in `guard/`, one variant here and one line in [`build_guard`].
+//! its validation, and the one place that builds a guard from it ([`build_guard`]).
+//!
+//! # Adding a guard
+//!
+//! A guard is one file in `guard/` (the guard, its configuration, and its [`super::Kind`]: name,
+//! validation, construction) and one line of the registry below, which makes the `GuardSpec`
+//! variant, its validation, its name, its construction and its backbone judge shift. The
+//! registry's `#[cfg(test)]` entry (`TestProbe`, `guard/probe.rs`) shows it end to end.
 
 use super::acl::AclConfig;
 use super::amem::AMemGuardConfig;
@@ -10,149 +16,129 @@ use super::piguard::PiGuardConfig;
 use super::{Guard, NoDefense, acl, amem, detector, maple, message, piguard, stack};
 use serde::{Deserialize, Serialize};
 
-/// A guard arm of a comparison.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum GuardSpec {
-    /// No defense.
-    NoDefense,
+/// Declares [`GuardSpec`] and everything that dispatches on it from one list of
+/// `Variant(Config) = KIND;` lines. `NoDefense` and `Stack` are built in.
+macro_rules! guard_registry {
+    ($( $(#[doc = $doc:literal])* $(#[cfg($cfg:meta)])? $variant:ident($ty:ty) = $kind:expr; )*) => {
+        /// A guard arm of a comparison.
+        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+        pub enum GuardSpec {
+            /// No defense.
+            NoDefense,
+            $( $(#[doc = $doc])* $(#[cfg($cfg)])? $variant($ty), )*
+            /// Several guards applied together, in order.
+            Stack(Vec<GuardSpec>),
+        }
+
+        /// The registered guards' RON variants, in registry order (`NoDefense` first and
+        /// `Stack` last).
+        pub fn registry() -> Vec<&'static str> {
+            #[allow(unused_mut)]
+            let mut names = vec!["NoDefense"];
+            $( $(#[cfg($cfg)])? names.push(stringify!($variant)); )*
+            names.push("Stack");
+            names
+        }
+
+        impl GuardSpec {
+            /// The guard's name in results (a stack's: its guards' names joined by `+`).
+            pub fn method_name(&self) -> String {
+                match self {
+                    GuardSpec::NoDefense => NoDefense.name().to_string(),
+                    $( $(#[cfg($cfg)])? GuardSpec::$variant(c) => ($kind.name)(c).to_string(), )*
+                    GuardSpec::Stack(gs) => gs.iter().map(GuardSpec::method_name).collect::<Vec<_>>().join("+"),
+                }
+            }
+
+            /// Checks every configuration in the spec; returns (field, what was expected).
+            pub fn validate(&self) -> std::result::Result<(), (String, String)> {
+                match self {
+                    GuardSpec::NoDefense => Ok(()),
+                    $( $(#[cfg($cfg)])? GuardSpec::$variant(c) => ($kind.validate)(c), )*
+                    GuardSpec::Stack(gs) => {
+                        if gs.is_empty() {
+                            return Err(("arms".into(), "a Stack of at least one guard".into()));
+                        }
+                        gs.iter().try_for_each(|g| g.validate())
+                    }
+                }
+            }
+        }
+
+        /// Builds the guard a scenario arm names, for a system of `agents` agents.
+        pub fn build_guard(spec: &GuardSpec, agents: u32) -> Box<dyn Guard> {
+            match spec {
+                GuardSpec::NoDefense => Box::new(NoDefense),
+                $( $(#[cfg($cfg)])? GuardSpec::$variant(c) => ($kind.build)(c, ($kind.name)(c), agents), )*
+                GuardSpec::Stack(specs) => {
+                    let guards: Vec<Box<dyn Guard>> = specs.iter().map(|s| build_guard(s, agents)).collect();
+                    let name = guards.iter().map(|g| g.name().to_string()).collect::<Vec<_>>().join("+");
+                    Box::new(stack::GuardStack::new(&name, guards))
+                }
+            }
+        }
+
+        /// The judge kind ([`crate::agent::JUDGE_KINDS`]) of a guard whose detector is an LLM
+        /// call on the agents' backbone, if it is one.
+        pub fn judge_kind(spec: &GuardSpec) -> Option<&'static str> {
+            match spec {
+                $( $(#[cfg($cfg)])? GuardSpec::$variant(_) => $kind.judge.map(|j| j.0), )*
+                _ => None,
+            }
+        }
+
+        /// The LLM judge's detector of `spec`, which a backbone shifts (not in stacks).
+        fn judge_detector(spec: &mut GuardSpec) -> Option<&mut detector::DetectorParams> {
+            match spec {
+                $( $(#[cfg($cfg)])? GuardSpec::$variant(c) => $kind.judge.map(|j| (j.1)(c)), )*
+                _ => None,
+            }
+        }
+    };
+}
+
+guard_registry! {
     /// MAPLE-Guard with this configuration (`()` = the paper's defaults).
-    Maple(Box<MapleConfig>),
+    Maple(Box<MapleConfig>) = maple::KIND;
     /// PIGuard, `Retrieval` or `Lifecycle` (`()` = retrieval with the default classifier).
-    PiGuard(PiGuardConfig),
+    PiGuard(PiGuardConfig) = piguard::KIND;
     /// provenance-ACL (pair it with `provenance: StrictLedger`, as the paper's strict controls do).
-    ProvenanceAcl(AclConfig),
+    ProvenanceAcl(AclConfig) = acl::KIND;
     /// The A-MemGuard proxy.
-    AMemGuard(AMemGuardConfig),
+    AMemGuard(AMemGuardConfig) = amem::KIND;
     /// Challenger: a per-message judge that replaces unsafe outputs.
-    Challenger(JudgeConfig),
+    Challenger(JudgeConfig) = message::CHALLENGER;
     /// Inspector: a judge over the chat history that rewrites unsafe outputs.
-    Inspector(JudgeConfig),
+    Inspector(JudgeConfig) = message::INSPECTOR;
     /// AgentSafe: security-level check replacing outputs with a refusal.
-    AgentSafe(JudgeConfig),
+    AgentSafe(JudgeConfig) = message::AGENTSAFE;
     /// AgentXposed, `mode: Guide` (default) or `Kick`.
-    AgentXposed(XposedConfig),
+    AgentXposed(XposedConfig) = message::AGENTXPOSED;
     /// G-Safeguard: GNN node flags that prune outputs.
-    GSafeguard(GraphGuardConfig),
+    GSafeguard(GraphGuardConfig) = message::GSAFEGUARD;
     /// INFA-Guard: the GNN adapter, pruning (default) or replacing from a donor.
-    InfaGuard(GraphGuardConfig),
+    InfaGuard(GraphGuardConfig) = message::INFA_GUARD;
     /// GUARDIAN: one removal per round.
-    Guardian(GuardianConfig),
-    /// Several guards applied together, in order.
-    Stack(Vec<GuardSpec>),
-}
-
-impl GuardSpec {
-    /// The guard's name in results.
-    pub fn method_name(&self) -> String {
-        build_guard(self, 2).name().to_string()
-    }
-
-    /// Checks every configuration in the spec; returns (field, what was expected).
-    pub fn validate(&self) -> std::result::Result<(), (String, String)> {
-        match self {
-            GuardSpec::NoDefense | GuardSpec::ProvenanceAcl(_) => Ok(()),
-            GuardSpec::Maple(cfg) => cfg.validate(),
-            GuardSpec::PiGuard(c) => c.classifier.check(),
-            GuardSpec::AMemGuard(c) => {
-                if c.max_lessons == 0 {
-                    return Err(("max_lessons".into(), "at least 1".into()));
-                }
-                Ok(())
-            }
-            GuardSpec::Challenger(c) | GuardSpec::Inspector(c) | GuardSpec::AgentSafe(c) => c.detector.check(),
-            GuardSpec::AgentXposed(c) => {
-                if c.step_down < 0.0 || c.step_up < 0.0 {
-                    return Err(("step_down".into(), "steps ≥ 0".into()));
-                }
-                c.detector.check()
-            }
-            GuardSpec::GSafeguard(c) | GuardSpec::InfaGuard(c) => c.detector.check(),
-            GuardSpec::Guardian(c) => c.detector.check(),
-            GuardSpec::Stack(gs) => {
-                if gs.is_empty() {
-                    return Err(("arms".into(), "a Stack of at least one guard".into()));
-                }
-                gs.iter().try_for_each(|g| g.validate())
-            }
-        }
-    }
-}
-
-/// Builds the guard a scenario arm names, for a system of `agents` agents.
-pub fn build_guard(spec: &GuardSpec, agents: u32) -> Box<dyn Guard> {
-    use GuardSpec as S;
-    use message::{GraphAction, MessageGuard, MessageGuardKind as K, XposedMode};
-    match spec {
-        S::NoDefense => Box::new(NoDefense),
-        S::Maple(cfg) => Box::new(maple::MapleGuard::new((**cfg).clone())),
-        S::PiGuard(c) => {
-            let name = match c.mode {
-                piguard::PiGuardMode::Retrieval => "piguard_retrieval",
-                piguard::PiGuardMode::Lifecycle => "piguard_lifecycle",
-            };
-            Box::new(piguard::PiGuard::new(name, c.clone()))
-        }
-        S::ProvenanceAcl(c) => Box::new(acl::ProvenanceAcl::new("provenance_acl", c.clone(), agents)),
-        S::AMemGuard(c) => Box::new(amem::AMemGuard::new("pure_a_memguard_memrl", c.clone())),
-        S::Challenger(c) => Box::new(MessageGuard::new("challenger", K::Challenger(c.clone()))),
-        S::Inspector(c) => Box::new(MessageGuard::new("inspector", K::Inspector(c.clone()))),
-        S::AgentSafe(c) => Box::new(MessageGuard::new("agentsafe", K::AgentSafe(c.clone()))),
-        S::AgentXposed(c) => {
-            let name = match c.mode {
-                XposedMode::Guide => "agentxposed_guide",
-                XposedMode::Kick => "agentxposed_kick",
-            };
-            Box::new(MessageGuard::new(name, K::AgentXposed(c.clone())))
-        }
-        S::GSafeguard(c) => Box::new(MessageGuard::new("gsafeguard", K::Graph(c.clone()))),
-        S::InfaGuard(c) => {
-            let name = match c.action {
-                GraphAction::Prune => "infa_guard",
-                GraphAction::Replace => "infa_guard_replace",
-            };
-            Box::new(MessageGuard::new(name, K::Graph(c.clone())))
-        }
-        S::Guardian(c) => Box::new(MessageGuard::new("guardian", K::Guardian(c.clone()))),
-        S::Stack(specs) => {
-            let guards: Vec<Box<dyn Guard>> = specs.iter().map(|s| build_guard(s, agents)).collect();
-            let name = guards.iter().map(|g| g.name().to_string()).collect::<Vec<_>>().join("+");
-            Box::new(stack::GuardStack::new(&name, guards))
-        }
-    }
-}
-
-/// The judge kind ([`crate::agent::JUDGE_KINDS`]) of a guard whose detector is an LLM call
-/// on the agents' backbone, if it is one.
-pub fn judge_kind(spec: &GuardSpec) -> Option<&'static str> {
-    use GuardSpec as S;
-    match spec {
-        S::Challenger(_) => Some("challenger"),
-        S::Inspector(_) => Some("inspector"),
-        S::AgentSafe(_) => Some("agentsafe"),
-        S::AgentXposed(_) => Some("agentxposed"),
-        _ => None,
-    }
+    Guardian(GuardianConfig) = message::GUARDIAN;
+    /// A test-only guard that shows the registry at work (`guard/probe.rs`).
+    #[cfg(test)]
+    TestProbe(super::probe::ProbeConfig) = super::probe::KIND;
 }
 
 /// `spec` as run by agents of backbone `profile`: each LLM judge's detector (in stacks too)
 /// shifted by the profile's [`crate::agent::JudgeShift`] for its kind. Other guards unchanged.
 pub fn with_backbone_judges(spec: &GuardSpec, profile: &crate::agent::Profile) -> GuardSpec {
-    use GuardSpec as S;
     if profile.judges.is_empty() {
         return spec.clone();
     }
-    let shift = |d: &mut detector::DetectorParams| {
-        if let Some(j) = judge_kind(spec).and_then(|k| profile.judges.get(k)) {
-            d.bias += j.bias;
-            d.dissent += j.dissent;
-        }
-    };
     let mut out = spec.clone();
-    match &mut out {
-        S::Challenger(c) | S::Inspector(c) | S::AgentSafe(c) => shift(&mut c.detector),
-        S::AgentXposed(c) => shift(&mut c.detector),
-        S::Stack(specs) => *specs = specs.iter().map(|s| with_backbone_judges(s, profile)).collect(),
-        _ => {}
+    if let GuardSpec::Stack(specs) = &mut out {
+        *specs = specs.iter().map(|s| with_backbone_judges(s, profile)).collect();
+    } else if let Some(j) = judge_kind(spec).and_then(|k| profile.judges.get(k))
+        && let Some(d) = judge_detector(&mut out)
+    {
+        d.bias += j.bias;
+        d.dissent += j.dissent;
     }
     out
 }

@@ -6,8 +6,8 @@
 //! seeing the previous one's edits. Metadata and the backend pre-score come from the first guard
 //! that has them.
 
+use super::MetadataRules;
 use super::decision::{Action, Decision, Reader};
-use super::maple::MapleConfig;
 use super::{Cluster, CommitVerdict, Guard, GuardStage, MessageAction, MessageView, ReadVerdict};
 use crate::engine::SimRng;
 use crate::memory::{MemoryItem, MemoryTopology, PrescoreInput, Scope};
@@ -31,7 +31,7 @@ impl GuardStack {
     fn ranker_index(&self) -> Option<usize> {
         self.guards
             .iter()
-            .position(|g| g.metadata_config().is_some())
+            .position(|g| g.metadata_rules().is_some())
             .or_else(|| self.guards.iter().position(|g| g.stage() == GuardStage::Memory))
     }
 
@@ -56,8 +56,12 @@ impl Guard for GuardStack {
         }
     }
 
-    fn metadata_config(&self) -> Option<&MapleConfig> {
-        self.guards.iter().find_map(|g| g.metadata_config())
+    fn metadata_rules(&self) -> Option<&MetadataRules> {
+        self.guards.iter().find_map(|g| g.metadata_rules())
+    }
+
+    fn frames_memories_as_evidence(&self) -> bool {
+        self.guards.iter().any(|g| g.frames_memories_as_evidence())
     }
 
     fn commit(&self, item: &mut MemoryItem, requested: Scope) -> CommitVerdict {

@@ -100,7 +100,7 @@ impl World<'_> {
             let mut feats = |i: &str, e: &str| analyze(i, e, &mut self.lex);
             let mut derive = |item: &mut MemoryItem| {
                 if recomputed {
-                    derive_provenance(item, meta);
+                    meta.derive(item);
                 }
             };
             let dedupe_shared = self.scn.protocol.dedupe_shared_poison;

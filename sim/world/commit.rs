@@ -158,7 +158,7 @@ impl World<'_> {
             _ => Admission::default(),
         };
         match self.scn.protocol.provenance {
-            ProvenanceMode::Recomputed => derive_provenance(&mut item, &self.meta),
+            ProvenanceMode::Recomputed => self.meta.derive(&mut item),
             ProvenanceMode::StrictLedger => {
                 let requested_readers: Vec<u32> = match requested {
                     Scope::Team => (0..self.scn.agents).collect(),

@@ -54,7 +54,7 @@ impl World<'_> {
                     let item = self.bank.get_mut(*id);
                     // Trusted user history is not updated by outcomes (spec §5.5).
                     if item.status == Status::Active && item.writer != Writer::User {
-                        apply_outcome(item, success, proto.feedback, proto.provenance, &proto.outcome, &self.meta);
+                        self.meta.apply_outcome(item, success, proto.feedback, proto.provenance, &proto.outcome);
                         self.bank.sync_backend_q(*id);
                     }
                 }

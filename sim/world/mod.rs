@@ -33,11 +33,8 @@ use crate::engine::{EventQueue, StreamKind, Streams, Time, TraceEntry, TraceHash
 use crate::eval::metrics::{AgentRound, ArmSummary, FinishContext, Recorder, Truth, label_handoff};
 use crate::eval::monitor::{At, Cx, MonitorReport, Monitors, Observation, Route};
 use crate::eval::oracle::{Oracle, PoisonOrigin, PoisonRecord};
-use crate::guard::maple::{
-    FeedbackPolicy, MapleConfig, ProvenanceMode, Reader, StrictChannel, apply_outcome, apply_strict_view,
-    derive_provenance,
-};
-use crate::guard::{Cluster, CommitVerdict, Guard, MessageAction, MessageView};
+use crate::guard::maple::{FeedbackPolicy, ProvenanceMode, Reader, StrictChannel, apply_strict_view};
+use crate::guard::{Cluster, CommitVerdict, Guard, MessageAction, MessageView, MetadataRules};
 use crate::memory::{ItemId, MemoryBank, MemoryItem, MemoryTopology, Scope, Status, Taint, Writer, marker_bits};
 use crate::scenario::{
     Arm, Attackers, CandidatePool, FramingRule, HandoffIntent, LedgerInputs, MemoryBackend, Placement, PromotionPolicy,
@@ -249,7 +246,8 @@ pub struct World<'a> {
     is_attacker: Vec<bool>,
     attacker_ids: Vec<u32>,
     guard: Box<dyn Guard>,
-    meta: MapleConfig,
+    /// How τ and h are derived (the guard's rules, or the reference's).
+    meta: MetadataRules,
     backbone: Box<dyn Backbone>,
     /// The backbone wants a [`CallSite`] for each call (a recorder or a replayer).
     sites: bool,
@@ -362,8 +360,8 @@ fn memory_framing(scn: &Scenario, guard: &dyn Guard) -> MemoryFraming {
             // get evidence lines, every other arm reusable experiences (the INFA harness renders
             // through the same function).
             let json = matches!(scn.workload, WorkloadConfig::LongMemEval(_));
-            // MAPLE-Guard, alone or in a stack, is the guard that carries a MAPLE configuration.
-            let maple = guard.metadata_config().is_some();
+            // MAPLE-Guard, alone or in a stack, is the guard whose memories are evidence.
+            let maple = guard.frames_memories_as_evidence();
             let strict = scn.protocol.provenance == ProvenanceMode::StrictLedger;
             if !json && (maple || strict) { MemoryFraming::Evidence } else { MemoryFraming::Experience }
         }
@@ -434,7 +432,7 @@ impl<'a> World<'a> {
         let attacker_ids = place_attackers(scn, &graph, &streams);
         let mut is_attacker = vec![false; scn.agents as usize];
         attacker_ids.iter().for_each(|a| is_attacker[*a as usize] = true);
-        let meta = guard.metadata_config().cloned().unwrap_or_default();
+        let meta = guard.metadata_rules().cloned().unwrap_or_default();
         let class = scn.workload.class();
         let params = profile.workload(class).unwrap_or_default();
         let backbone: Box<dyn Backbone> = Box::new(DiscreteChoice::new(&profile.name, params));

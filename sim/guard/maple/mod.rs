@@ -26,26 +26,76 @@ use crate::text::QueryFeatures;
 #[derive(Clone, Debug, Default)]
 pub struct MapleGuard {
     cfg: MapleConfig,
+    rules: crate::guard::MetadataRules,
     name: String,
 }
 
 impl MapleGuard {
     /// A guard with configuration `cfg`.
     pub fn new(cfg: MapleConfig) -> Self {
-        let name = match cfg.variant {
-            MapleVariant::Full => "maple_guard",
-            MapleVariant::NoWrite => "maple_guard_no_write",
-            MapleVariant::NoRetrieval => "maple_guard_no_retrieval",
-            MapleVariant::NoPromotion => "maple_guard_no_promotion",
-            MapleVariant::NoCrossAgent => "maple_guard_no_cross_agent",
-            MapleVariant::RetrievalOnly => "maple_guard_retrieval_only",
-        };
-        MapleGuard { cfg, name: name.into() }
+        let name = name_of(&cfg);
+        MapleGuard { rules: crate::guard::MetadataRules::of_maple(cfg.clone()), cfg, name: name.into() }
     }
 
     /// The configuration.
     pub fn config(&self) -> &MapleConfig {
         &self.cfg
+    }
+}
+
+/// MAPLE-Guard in the guard registry ([`crate::guard::spec::GuardSpec::Maple`]).
+pub const KIND: crate::guard::Kind<MapleConfig> = crate::guard::Kind {
+    name: name_of,
+    validate: MapleConfig::validate,
+    build: |cfg, _, _| Box::new(MapleGuard::new(cfg.clone())),
+    judge: None,
+};
+
+/// The method name of configuration `cfg` in results (the reference's, per variant).
+fn name_of(cfg: &MapleConfig) -> &'static str {
+    match cfg.variant {
+        MapleVariant::Full => "maple_guard",
+        MapleVariant::NoWrite => "maple_guard_no_write",
+        MapleVariant::NoRetrieval => "maple_guard_no_retrieval",
+        MapleVariant::NoPromotion => "maple_guard_no_promotion",
+        MapleVariant::NoCrossAgent => "maple_guard_no_cross_agent",
+        MapleVariant::RetrievalOnly => "maple_guard_retrieval_only",
+    }
+}
+
+/// What an attacker's own copy of the published guard, at the paper's defaults, says of a
+/// write it is about to make ([`published_copy`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CopyVerdict {
+    /// Stored active and not blocked by the read firewall on the probed query.
+    pub passes: bool,
+    /// The read firewall's total risk.
+    pub risk: f64,
+    /// The write gate rewrote it.
+    pub rewritten: bool,
+}
+
+/// The white-box attacker's probe: `item` run through a copy of MAPLE-Guard at the paper's
+/// defaults (derive, write and promotion gates, then the read firewall on `query` at
+/// similarity `sim` for `reader`). The copy is the attacker's, not the arm's guard.
+pub fn published_copy(
+    item: &MemoryItem,
+    scope: Scope,
+    query: &QueryFeatures,
+    sim: f64,
+    reader: Reader<'_>,
+) -> CopyVerdict {
+    let cfg = MapleConfig::default();
+    let mut probe = item.clone();
+    derive_provenance(&mut probe, &cfg);
+    probe.scope = scope;
+    let verdict = commit_gates(&mut probe, scope, &cfg);
+    let stored = probe.status == crate::memory::Status::Active;
+    let read = read_score(&probe, query, sim, 0.0, reader, &cfg);
+    CopyVerdict {
+        passes: stored && read.decision.action != Action::Block,
+        risk: read.risk.total,
+        rewritten: verdict.rewritten,
     }
 }
 
@@ -116,8 +166,12 @@ impl Guard for MapleGuard {
         GuardStage::Memory
     }
 
-    fn metadata_config(&self) -> Option<&MapleConfig> {
-        Some(&self.cfg)
+    fn metadata_rules(&self) -> Option<&crate::guard::MetadataRules> {
+        Some(&self.rules)
+    }
+
+    fn frames_memories_as_evidence(&self) -> bool {
+        true
     }
 
     fn commit(&self, item: &mut MemoryItem, requested: Scope) -> CommitVerdict {
