@@ -13,18 +13,11 @@
 //! [`crate::eval::metrics::Truth`], which only the metrics module can mint from the run's oracle —
 //! the same token the metrics use. Guard code never holds an oracle, so it cannot build one.
 //!
-//! Adding an invariant is one file implementing [`Invariant`] and one line in [`REGISTRY`].
+//! Adding an invariant is one file implementing [`Invariant`] and one line in the
+//! `invariants!` list below (which declares the module and its [`REGISTRY`] entry); the
+//! `#[cfg(test)]` entry, `test-probe`, shows it end to end.
 //! Scenarios list the ones to monitor by name (`invariants: ["poison-never-shared"]`);
 //! `memlink check` generates scenarios and shrinks a violation to a minimal one.
-
-mod accounting;
-mod blocked;
-mod damage;
-mod lineage;
-mod messages;
-mod promotion;
-mod quarantine;
-mod shared;
 
 use crate::eval::metrics::Truth;
 use crate::guard::CommitVerdict;
@@ -162,17 +155,33 @@ pub struct Entry {
     pub make: fn() -> Box<dyn Invariant>,
 }
 
-/// Every invariant memlink ships, in the order reports list them.
-pub const REGISTRY: &[Entry] = &[
-    promotion::ENTRY,
-    shared::ENTRY,
-    lineage::ENTRY,
-    blocked::ENTRY,
-    quarantine::ENTRY,
-    accounting::ENTRY,
-    damage::ENTRY,
-    messages::ENTRY,
-];
+/// Declares each invariant's module and [`REGISTRY`], in the order reports list them, from
+/// one line per invariant (its file's name); entries after `; test:` exist in test builds only.
+macro_rules! invariants {
+    ($($m:ident,)* ; test: $($t:ident,)*) => {
+        $(mod $m;)*
+        $(#[cfg(test)] mod $t;)*
+        /// Every invariant memlink ships, in the order reports list them.
+        #[cfg(not(test))]
+        pub const REGISTRY: &[Entry] = &[$($m::ENTRY,)*];
+        /// Every invariant memlink ships, in the order reports list them, then the test-only ones.
+        #[cfg(test)]
+        pub const REGISTRY: &[Entry] = &[$($m::ENTRY,)* $($t::ENTRY,)*];
+    };
+}
+
+invariants! {
+    promotion,
+    shared,
+    lineage,
+    blocked,
+    quarantine,
+    accounting,
+    damage,
+    messages,
+    ; test:
+    probe,
+}
 
 /// The registered invariant named `name`.
 pub fn entry(name: &str) -> Option<&'static Entry> {
