@@ -127,6 +127,9 @@ impl ArmResult {
             if c.planted_task.is_some() {
                 scalars.insert("cap_promoted".into(), f64::from(u8::from(c.promoted)));
             }
+            for (k, v) in &c.counts {
+                scalars.insert(format!("cap_{k}"), *v as f64);
+            }
             for (k, v) in [
                 ("cap_dormant_window", c.dormant_window.map(f64::from)),
                 ("cap_promoted_after", c.promoted_after.map(f64::from)),

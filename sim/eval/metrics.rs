@@ -662,6 +662,10 @@ pub struct CapabilityStats {
     /// After activation: benign final answers that read a sleeper and were wrong, over benign
     /// final answers (metric tasks).
     pub damage_after_activation: Option<f64>,
+    /// What capabilities that reshape planned writes counted, by name
+    /// (`crate::attack::capability::ShapeCx::counts`); stored records keep each as `cap_<name>`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub counts: BTreeMap<String, u64>,
 }
 
 #[cfg(test)]

@@ -7,8 +7,8 @@
 
 use super::*;
 use crate::attack::capability::{
-    AdaptMode, Adaptive, Capability, Laundering, Sleeper, WORDINGS, accumulation, adaptive, laundering, metadata_menu,
-    sleeper, summarizer,
+    AdaptMode, Adaptive, Capability, Laundering, ShapeCx, Sleeper, WORDINGS, accumulation, adaptive, laundering,
+    metadata_menu, sleeper, summarizer,
 };
 use crate::eval::metrics::CapabilityStats;
 
@@ -81,6 +81,20 @@ impl World<'_> {
             writes = writes.iter().flat_map(|w| a.split(w, t, target, &mut feats)).collect();
             self.capstate.stats.fragments += writes.len() as u64;
         }
+        {
+            // Every capability's own reshaping step (the identity for those above).
+            let wl = self.workload.clone();
+            let mut feats = |i: &str, e: &str| analyze(i, e, &mut self.lex);
+            let mut cx = ShapeCx {
+                task: &wl.tasks()[task as usize],
+                target,
+                features: &mut feats,
+                counts: &mut self.capstate.stats.counts,
+            };
+            for c in &caps {
+                writes = c.shape(writes, &mut cx);
+            }
+        }
         if let Some(s) = sleeper(&caps) {
             self.sleep(s, writes, task, target);
             return;
@@ -149,7 +163,6 @@ impl World<'_> {
     fn variants(&mut self, w: &PoisonWrite, task: u32, target: u8, score: bool) -> Vec<Variant> {
         let wl = self.workload.clone();
         let t = &wl.tasks()[task as usize];
-        let cfg = MapleConfig::default();
         let benign = (0..self.scn.agents).find(|x| !self.is_attacker[*x as usize]).unwrap_or(0);
         let st = self.cur.take().expect("task");
         let sim = {
@@ -178,18 +191,12 @@ impl World<'_> {
                     out.push(Variant { item, label, persuasion, passes: false, risk: 0.0 });
                     continue;
                 }
-                // The attacker's copy of the pipeline: derive, write and promotion gates, then
-                // the read firewall on this task's query.
-                let mut probe = item.clone();
-                derive_provenance(&mut probe, &cfg);
-                probe.scope = w.scope;
-                let verdict = crate::guard::maple::commit_gates(&mut probe, w.scope, &cfg);
-                let stored = probe.status == Status::Active;
+                // The attacker's copy of the published guard at the paper's defaults.
                 let reader = Reader { agent: benign, task_class: &t.class };
-                let read = crate::guard::maple::read_score(&probe, &st.query, sim, 0.0, reader, &cfg);
-                let passes = stored && read.decision.action != crate::guard::Action::Block;
-                let persuasion = if verdict.rewritten { persuasion / 2 } else { persuasion };
-                out.push(Variant { item, label, persuasion, passes, risk: read.risk.total });
+                let probe = crate::guard::maple::published_copy(&item, w.scope, &st.query, sim, reader);
+                let persuasion = if probe.rewritten { persuasion / 2 } else { persuasion };
+                let (passes, risk) = (probe.passes, probe.risk);
+                out.push(Variant { item, label, persuasion, passes, risk });
             }
         }
         self.cur = Some(st);

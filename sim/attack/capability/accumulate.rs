@@ -75,3 +75,11 @@ impl Accumulation {
             .collect()
     }
 }
+
+impl super::CapabilityKind for Accumulation {
+    const NAME: &'static str = "Accumulate";
+    const ABOUT: &'static str = ABOUT;
+    fn validate(&self) -> Result<(), (String, String)> {
+        Accumulation::validate(self)
+    }
+}

@@ -130,3 +130,11 @@ impl Adaptive {
             + u32::from(f.answer_binding_hits > 0)
     }
 }
+
+impl super::CapabilityKind for Adaptive {
+    const NAME: &'static str = "Adapt";
+    const ABOUT: &'static str = ABOUT;
+    fn validate(&self) -> Result<(), (String, String)> {
+        Adaptive::validate(self)
+    }
+}

@@ -132,3 +132,14 @@ impl Forgery {
         }
     }
 }
+
+impl super::CapabilityKind for Forgery {
+    const NAME: &'static str = "Forge";
+    const ABOUT: &'static str = ABOUT;
+    fn validate(&self) -> Result<(), (String, String)> {
+        if self.fields.is_empty() {
+            return Err(("fields".to_string(), "at least one field to forge".to_string()));
+        }
+        Ok(())
+    }
+}

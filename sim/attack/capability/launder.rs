@@ -58,3 +58,11 @@ impl Laundering {
         }
     }
 }
+
+impl super::CapabilityKind for Laundering {
+    const NAME: &'static str = "Launder";
+    const ABOUT: &'static str = ABOUT;
+    fn validate(&self) -> Result<(), (String, String)> {
+        Laundering::validate(self)
+    }
+}

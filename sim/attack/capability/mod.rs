@@ -8,8 +8,17 @@
 //! topology a laundered payload travels, the summaries a compromised manager writes, the
 //! sleepers it edits, the attacker's own copy of the published guard) the world applies in
 //! `world/capability.rs`, since attack code never sees guard or ledger internals or evaluator
-//! truth. A new capability is one file here, one [`REGISTRY`] line (and its variant in
-//! [`Capability`]), and, if it needs the run, one step in that file's `commit_planned`.
+//! truth.
+//!
+//! # Adding a capability
+//!
+//! A new capability is one file here (its parameters and their [`CapabilityKind`]: name,
+//! what it does, validation, and, for one that reshapes the attacker's planned writes,
+//! [`CapabilityKind::shape`]) and one line of the `capabilities!` list below, which declares
+//! the [`Capability`] variant, its validation and its [`REGISTRY`] entry. A capability that
+//! needs more of the run than [`ShapeCx`] gives (keys, the honest records, the relays, the
+//! sleepers' later tasks) also has a step in `world/capability.rs`. The `#[cfg(test)]` entry,
+//! `TestEcho` (`probe.rs`), shows a capability added by its file and one line.
 //!
 //! | capability | what the attacker can do |
 //! |---|---|
@@ -28,6 +37,8 @@ mod accumulate;
 mod adapt;
 mod forge;
 mod launder;
+#[cfg(test)]
+mod probe;
 mod sleeper;
 mod summarizer;
 mod tag;
@@ -40,55 +51,107 @@ pub use sleeper::Sleeper;
 pub use summarizer::SummarizerCompromise;
 pub use tag::TagAttack;
 
+use crate::attack::PoisonWrite;
+use crate::text::TextFeatures;
+use crate::workload::Task;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
-/// One capability of the attacker.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum Capability {
-    /// Metadata forgery on the direct-memory route ([`Forgery`]).
-    Forge(Forgery),
-    /// What tag the direct-memory route's writes carry against a signed ledger ([`TagAttack`]).
-    Tag(TagAttack),
-    /// Below-threshold accumulation over low-risk fragments ([`Accumulation`]).
-    Accumulate(Accumulation),
-    /// Lineage laundering through benign summary hops ([`Laundering`]).
-    Launder(Laundering),
-    /// Sleeper: useful for a while, then edited into the payload ([`Sleeper`]).
-    Sleep(Sleeper),
-    /// Adaptive choice of wording and metadata, white- or black-box ([`Adaptive`]).
-    Adapt(Adaptive),
-    /// The receiver-summary memory manager is the attacker's ([`SummarizerCompromise`]).
-    Summarizer(SummarizerCompromise),
+/// What one capability's parameters say about it: its RON variant, what it does, its check,
+/// and the edit it makes to the attacker's planned writes.
+pub trait CapabilityKind {
+    /// The RON variant in `capabilities: [...]`.
+    const NAME: &'static str;
+    /// What the attacker can do, in a sentence.
+    const ABOUT: &'static str;
+
+    /// `(field, expected)` when a parameter is out of range.
+    fn validate(&self) -> Result<(), (String, String)> {
+        Ok(())
+    }
+
+    /// Reshapes the writes the attack planned for one poisoning task, before any is committed
+    /// (after the adaptive choice and the accumulation, which have steps of their own in the
+    /// world). The default keeps them.
+    fn shape(&self, writes: Vec<PoisonWrite>, _cx: &mut ShapeCx<'_>) -> Vec<PoisonWrite> {
+        writes
+    }
 }
 
-/// The registered capabilities: (RON variant, what it does).
-pub const REGISTRY: &[(&str, &str)] = &[
-    ("Forge", forge::ABOUT),
-    ("Tag", tag::ABOUT),
-    ("Accumulate", accumulate::ABOUT),
-    ("Launder", launder::ABOUT),
-    ("Sleep", sleeper::ABOUT),
-    ("Adapt", adapt::ABOUT),
-    ("Summarizer", summarizer::ABOUT),
-];
+/// What [`CapabilityKind::shape`] may use: the task and target, the text analysis the
+/// attack's own payloads get, and counters the run summary reports as `cap_<name>`.
+pub struct ShapeCx<'a> {
+    /// The poisoning task.
+    pub task: &'a Task,
+    /// The option the attack aims at.
+    pub target: u8,
+    /// Analyses an (intent, experience) pair as the attack's writes are analysed.
+    pub features: &'a mut dyn FnMut(&str, &str) -> TextFeatures,
+    /// Counters by name, summed over the run ([`crate::eval::metrics::CapabilityStats::counts`]).
+    pub counts: &'a mut BTreeMap<String, u64>,
+}
 
-impl Capability {
-    /// `(field, expected)` when a parameter is out of range (the expectation names the
-    /// capability).
-    pub fn validate(&self) -> Result<(), (String, String)> {
-        let (name, r) = match self {
-            Capability::Forge(f) if f.fields.is_empty() => {
-                ("Forge", Err(("fields".to_string(), "at least one field to forge".to_string())))
+/// Declares [`Capability`], its validation, its write-shaping step and [`REGISTRY`] from one
+/// `Variant(Parameters);` line per capability; lines after `; test:` exist in test builds only.
+macro_rules! capabilities {
+    ($( $(#[doc = $doc:literal])* $v:ident($t:ty); )* ; test: $( $(#[doc = $tdoc:literal])* $tv:ident($tt:ty); )*) => {
+        /// One capability of the attacker.
+        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+        pub enum Capability {
+            $( $(#[doc = $doc])* $v($t), )*
+            $( $(#[doc = $tdoc])* #[cfg(test)] $tv($tt), )*
+        }
+
+        /// The registered capabilities: (RON variant, what it does).
+        #[cfg(not(test))]
+        pub const REGISTRY: &[(&str, &str)] = &[$( (<$t as CapabilityKind>::NAME, <$t as CapabilityKind>::ABOUT), )*];
+        /// The registered capabilities: (RON variant, what it does), then the test-only ones.
+        #[cfg(test)]
+        pub const REGISTRY: &[(&str, &str)] = &[
+            $( (<$t as CapabilityKind>::NAME, <$t as CapabilityKind>::ABOUT), )*
+            $( (<$tt as CapabilityKind>::NAME, <$tt as CapabilityKind>::ABOUT), )*
+        ];
+
+        impl Capability {
+            /// `(field, expected)` when a parameter is out of range (the expectation names the
+            /// capability).
+            pub fn validate(&self) -> Result<(), (String, String)> {
+                let (name, r) = match self {
+                    $( Capability::$v(c) => (<$t as CapabilityKind>::NAME, CapabilityKind::validate(c)), )*
+                    $( #[cfg(test)] Capability::$tv(c) => (<$tt as CapabilityKind>::NAME, CapabilityKind::validate(c)), )*
+                };
+                r.map_err(|(f, e)| (f, format!("{e} (capability {name})")))
             }
-            Capability::Forge(_) | Capability::Tag(_) => return Ok(()),
-            Capability::Accumulate(a) => ("Accumulate", a.validate()),
-            Capability::Launder(l) => ("Launder", l.validate()),
-            Capability::Sleep(s) => ("Sleep", s.validate()),
-            Capability::Adapt(a) => ("Adapt", a.validate()),
-            Capability::Summarizer(s) => ("Summarizer", s.validate()),
-        };
-        r.map_err(|(f, e)| (f, format!("{e} (capability {name})")))
-    }
+
+            /// This capability's [`CapabilityKind::shape`] of one task's planned writes.
+            pub fn shape(&self, writes: Vec<PoisonWrite>, cx: &mut ShapeCx<'_>) -> Vec<PoisonWrite> {
+                match self {
+                    $( Capability::$v(c) => c.shape(writes, cx), )*
+                    $( #[cfg(test)] Capability::$tv(c) => c.shape(writes, cx), )*
+                }
+            }
+        }
+    };
+}
+
+capabilities! {
+    /// Metadata forgery on the direct-memory route ([`Forgery`]).
+    Forge(Forgery);
+    /// What tag the direct-memory route's writes carry against a signed ledger ([`TagAttack`]).
+    Tag(TagAttack);
+    /// Below-threshold accumulation over low-risk fragments ([`Accumulation`]).
+    Accumulate(Accumulation);
+    /// Lineage laundering through benign summary hops ([`Laundering`]).
+    Launder(Laundering);
+    /// Sleeper: useful for a while, then edited into the payload ([`Sleeper`]).
+    Sleep(Sleeper);
+    /// Adaptive choice of wording and metadata, white- or black-box ([`Adaptive`]).
+    Adapt(Adaptive);
+    /// The receiver-summary memory manager is the attacker's ([`SummarizerCompromise`]).
+    Summarizer(SummarizerCompromise);
+    ; test:
+    /// A test-only capability: every planned write repeated (`probe.rs`).
+    TestEcho(probe::Echo);
 }
 
 /// The last capability of a kind among `caps`.

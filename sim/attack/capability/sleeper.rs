@@ -54,3 +54,11 @@ impl Sleeper {
         now >= planted.saturating_add(self.dormant_tasks)
     }
 }
+
+impl super::CapabilityKind for Sleeper {
+    const NAME: &'static str = "Sleep";
+    const ABOUT: &'static str = ABOUT;
+    fn validate(&self) -> Result<(), (String, String)> {
+        Sleeper::validate(self)
+    }
+}

@@ -39,3 +39,11 @@ impl SummarizerCompromise {
         format!("Agent {src} relayed a stored note: {}. ", claim.trim_end_matches('.'))
     }
 }
+
+impl super::CapabilityKind for SummarizerCompromise {
+    const NAME: &'static str = "Summarizer";
+    const ABOUT: &'static str = ABOUT;
+    fn validate(&self) -> Result<(), (String, String)> {
+        SummarizerCompromise::validate(self)
+    }
+}

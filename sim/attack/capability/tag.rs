@@ -24,3 +24,8 @@ pub enum TagAttack {
     /// over whatever the item claims.
     SharedKey,
 }
+
+impl super::CapabilityKind for TagAttack {
+    const NAME: &'static str = "Tag";
+    const ABOUT: &'static str = ABOUT;
+}
