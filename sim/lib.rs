@@ -76,5 +76,8 @@ pub mod workload;
 pub mod world;
 
 pub use error::{Error, Result};
+pub use eval::metrics::ArmSummary;
+pub use guard::{Guard, GuardSpec};
 pub use run::{ScenarioResult, run_scenario};
 pub use scenario::{LoadedScenario, Scenario, load};
+pub use world::World;

@@ -159,3 +159,58 @@ fn the_glossary_lists_every_tidy_metric() {
         assert!(text.contains(&row), "docs/outputs.md lacks the row {row}");
     }
 }
+
+/// Every field of every attack (at its default, as `memlink scenario` prints it) has a row in
+/// the attack-field table of docs/scenario-format.md that names the attack.
+#[test]
+fn every_attack_field_is_documented() {
+    use memlink::attack::AttackConfig as A;
+    let text = std::fs::read_to_string(root().join("docs/scenario-format.md")).unwrap();
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("| `")).collect();
+    let attacks = [
+        ("Minja", A::Minja(Default::default())),
+        ("Explicit", A::Explicit(Default::default())),
+        ("MemoryGraft", A::MemoryGraft(Default::default())),
+        ("AgentPoison", A::AgentPoison(Default::default())),
+        ("PromptInject", A::PromptInject(Default::default())),
+        ("ToolAttack", A::ToolAttack(Default::default())),
+    ];
+    let mut missing = Vec::new();
+    let mut seen = 0;
+    for (name, attack) in attacks {
+        let ron = ron::to_string(&attack).unwrap();
+        let inner = ron.strip_prefix(name).unwrap_or(&ron);
+        // Top-level field names: `name:` at nesting depth 2 of `((…))`.
+        let mut depth = 0;
+        let mut word = String::new();
+        let mut fields = Vec::new();
+        for c in inner.chars() {
+            match c {
+                '(' | '[' => depth += 1,
+                ')' | ']' => depth -= 1,
+                c if c.is_alphanumeric() || c == '_' => {
+                    word.push(c);
+                    continue;
+                }
+                ':' if depth == 2 && !word.is_empty() => fields.push(word.clone()),
+                _ => {}
+            }
+            word.clear();
+        }
+        fields.push("capabilities".into()); // skipped when empty, documented all the same
+        if matches!(name, "PromptInject" | "ToolAttack") {
+            fields.pop();
+        }
+        for f in fields {
+            seen += 1;
+            let row = rows.iter().any(|r| {
+                r.starts_with(&format!("| `{f}` |")) && (r.contains(&format!("`{name}`")) || r.contains("every attack"))
+            });
+            if !row {
+                missing.push(format!("{name}.{f}"));
+            }
+        }
+    }
+    assert!(seen >= 20, "found only {seen} attack fields");
+    assert!(missing.is_empty(), "attack fields without a row in docs/scenario-format.md: {missing:?}");
+}
