@@ -214,3 +214,16 @@ fn every_attack_field_is_documented() {
     assert!(seen >= 20, "found only {seen} attack fields");
     assert!(missing.is_empty(), "attack fields without a row in docs/scenario-format.md: {missing:?}");
 }
+
+/// Every registered attack capability is documented in docs/what-ifs.md, by its RON variant.
+#[test]
+fn every_capability_is_documented() {
+    let text = std::fs::read_to_string(root().join("docs/what-ifs.md")).unwrap();
+    let missing: Vec<&str> = memlink::attack::capability::REGISTRY
+        .iter()
+        .map(|(name, _)| *name)
+        .filter(|name| !text.contains(&format!("`{name}(")))
+        .collect();
+    assert!(memlink::attack::capability::REGISTRY.len() >= 7);
+    assert!(missing.is_empty(), "capabilities without a `Name(…)` entry in docs/what-ifs.md: {missing:?}");
+}
