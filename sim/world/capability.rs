@@ -251,7 +251,7 @@ impl World<'_> {
             let intent = self.bank.get(id).intent.clone();
             let features = analyze(&intent, &w.item.experience, &mut self.lex);
             self.bank.edit_text(id, w.item.experience.clone(), features);
-            self.body_texts.retain(|(i, _), _| *i != id);
+            self.texts.body_texts.retain(|(i, _), _| *i != id);
             self.capstate.stats.edits += 1;
             self.trace.u64(u64::from(id));
         }
@@ -339,9 +339,9 @@ impl World<'_> {
             kept_all &= keep;
             let fresh: Vec<Arc<str>> = vec![
                 t.id.as_str().into(),
-                self.round_labels[1].clone(),
-                self.agent_labels[src as usize].clone(),
-                self.agent_labels[dst as usize].clone(),
+                self.labels.round_labels[1].clone(),
+                self.labels.agent_labels[src as usize].clone(),
+                self.labels.agent_labels[dst as usize].clone(),
                 "memory_handoff".into(),
             ];
             parents = Laundering::hop_parents(keep, &parents, &name, fresh);

@@ -143,7 +143,7 @@ impl World<'_> {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .retain(|id, _| !gone.contains(id));
         self.history_overlap.retain(|id, _| !gone.contains(id));
-        self.body_texts.retain(|(id, _), _| !gone.contains(id));
+        self.texts.body_texts.retain(|(id, _), _| !gone.contains(id));
         self.forget_sleepers(&gone);
     }
 

@@ -55,17 +55,17 @@ impl World<'_> {
             self.task_frags.as_ref().map(|f| (f.4.clone(), f.5)).expect("set by handoff_text");
         // The markers of every parent are known: a handoff's lineage is not rescanned.
         let markers = task_markers
-            | self.round_markers[round as usize + 1]
-            | self.agent_markers[src as usize]
-            | self.agent_markers[dst as usize]
-            | self.handoff_markers;
+            | self.labels.round_markers[round as usize + 1]
+            | self.labels.agent_markers[src as usize]
+            | self.labels.agent_markers[dst as usize]
+            | self.labels.handoff_markers;
         item.set_parents_with_markers(
             vec![
                 task_id,
-                self.round_labels[round as usize + 1].clone(),
-                self.agent_labels[src as usize].clone(),
-                self.agent_labels[dst as usize].clone(),
-                self.handoff_label.clone(),
+                self.labels.round_labels[round as usize + 1].clone(),
+                self.labels.agent_labels[src as usize].clone(),
+                self.labels.agent_labels[dst as usize].clone(),
+                self.labels.handoff_label.clone(),
             ],
             markers,
         );
@@ -163,7 +163,7 @@ impl World<'_> {
             HandoffIntent::SenderReceiver => HandoffIntentKey::Edge(src, dst),
             HandoffIntent::TaskQuestion => HandoffIntentKey::Task(t.index),
         };
-        let (intent, intent_frag) = match self.handoff_intents.get(&key) {
+        let (intent, intent_frag) = match self.texts.handoff_intents.get(&key) {
             Some(x) => x.clone(),
             None => {
                 let text: Arc<str> = match key {
@@ -171,7 +171,7 @@ impl World<'_> {
                     HandoffIntentKey::Task(_) => render::handoff_task_intent(t).into(),
                 };
                 let f = Arc::new(intent_fragment(&text, &mut self.lex));
-                self.handoff_intents.insert(key, (text.clone(), f.clone()));
+                self.texts.handoff_intents.insert(key, (text.clone(), f.clone()));
                 (text, f)
             }
         };
@@ -198,19 +198,19 @@ impl World<'_> {
         let mut frags: Vec<Arc<Fragment>> = Vec::with_capacity(8);
         frags.push(header);
         for &(kind, id) in &kinds[..n_kinds] {
-            let intro = match self.intro_texts.get(&(kind, src)) {
+            let intro = match self.texts.intro_texts.get(&(kind, src)) {
                 Some(x) => x.clone(),
                 None => {
                     let x: Arc<str> = render::sentence_intro(kind, src).into();
-                    self.intro_texts.insert((kind, src), x.clone());
+                    self.texts.intro_texts.insert((kind, src), x.clone());
                     x
                 }
             };
-            let intro_frag = match self.sentence_intros.get(&kind) {
+            let intro_frag = match self.texts.sentence_intros.get(&kind) {
                 Some(f) => f.clone(),
                 None => {
                     let f = Arc::new(experience_fragment(&render::sentence_intro(kind, 0), &mut self.lex));
-                    self.sentence_intros.insert(kind, f.clone());
+                    self.texts.sentence_intros.insert(kind, f.clone());
                     f
                 }
             };
@@ -218,20 +218,20 @@ impl World<'_> {
             n_pieces += 1;
             frags.push(intro_frag);
             // Bodies are cached by their text: the copies of one payload share it.
-            let body = id.and_then(|id| match self.body_texts.get(&(id, kind)) {
+            let body = id.and_then(|id| match self.texts.body_texts.get(&(id, kind)) {
                 Some(t) => t.clone(),
                 None => {
                     let t: Option<Arc<str>> = render::sentence_body(&self.bank.get(id).features, kind).map(Into::into);
-                    self.body_texts.insert((id, kind), t.clone());
+                    self.texts.body_texts.insert((id, kind), t.clone());
                     t
                 }
             });
             if let Some(text) = body {
-                let f = match self.sentence_bodies.get(&text) {
+                let f = match self.texts.sentence_bodies.get(&text) {
                     Some(f) => f.clone(),
                     None => {
                         let f = Arc::new(experience_fragment(&text, &mut self.lex));
-                        self.sentence_bodies.insert(text.clone(), f.clone());
+                        self.texts.sentence_bodies.insert(text.clone(), f.clone());
                         f
                     }
                 };
@@ -290,7 +290,7 @@ impl World<'_> {
         prepared: Option<&crate::text::PreparedFragment>,
     ) -> (String, TextFeatures, Vec<Arc<Fragment>>) {
         let get = |this: &mut Self, key: &str, is_intent: bool| -> Arc<Fragment> {
-            let cache = if is_intent { &mut this.intent_fragments } else { &mut this.part_fragments };
+            let cache = if is_intent { &mut this.texts.intent_fragments } else { &mut this.texts.part_fragments };
             if let Some(f) = cache.get(key) {
                 return f.clone();
             }
@@ -299,7 +299,7 @@ impl World<'_> {
             } else {
                 experience_fragment(key, &mut this.lex)
             });
-            let cache = if is_intent { &mut this.intent_fragments } else { &mut this.part_fragments };
+            let cache = if is_intent { &mut this.texts.intent_fragments } else { &mut this.texts.part_fragments };
             cache.insert(key.to_string(), f.clone());
             f
         };
@@ -328,4 +328,45 @@ impl World<'_> {
         debug_assert_eq!(features, analyze(intent, &experience, &mut self.lex), "composed features");
         (experience, features, frags)
     }
+}
+
+/// The lineage labels a handoff names in its parents (`agent_a`, `pre_round_r`,
+/// `memory_handoff`), made once per run, with their [`marker_bits`] so a handoff's lineage
+/// markers are known without rescanning its parents.
+pub(super) struct Labels {
+    pub(super) agent_labels: Vec<Arc<str>>,
+    pub(super) round_labels: Vec<Arc<str>>,
+    /// The handoff lineage marker, shared by every handoff's parents.
+    pub(super) handoff_label: Arc<str>,
+    pub(super) agent_markers: Vec<u8>,
+    pub(super) round_markers: Vec<u8>,
+    pub(super) handoff_markers: u8,
+}
+
+impl Labels {
+    /// The labels of a run of `agents` agents and `rounds` rounds.
+    pub(super) fn new(agents: u32, rounds: u32) -> Self {
+        Labels {
+            agent_labels: (0..agents).map(|a| format!("agent_{a}").into()).collect(),
+            round_labels: (0..=rounds).map(|r| format!("pre_round_{r}").into()).collect(),
+            handoff_label: "memory_handoff".into(),
+            agent_markers: (0..agents).map(|a| marker_bits(&[format!("agent_{a}")])).collect(),
+            round_markers: (0..=rounds).map(|r| marker_bits(&[format!("pre_round_{r}")])).collect(),
+            handoff_markers: marker_bits(&["memory_handoff"]),
+        }
+    }
+}
+
+/// Texts and analysed fragments that handoffs, summaries and renders reuse within a run; each
+/// entry is a function of its key.
+#[derive(Default)]
+pub(super) struct TextMemo {
+    pub(super) sentence_bodies: HashMap<Arc<str>, Arc<Fragment>>,
+    pub(super) body_texts: HashMap<(ItemId, render::SentenceKind), Option<Arc<str>>>,
+    pub(super) sentence_intros: HashMap<render::SentenceKind, Arc<Fragment>>,
+    pub(super) intro_texts: HashMap<(render::SentenceKind, u32), Arc<str>>,
+    pub(super) intent_fragments: HashMap<String, Arc<Fragment>>,
+    pub(super) part_fragments: HashMap<String, Arc<Fragment>>,
+    /// Handoff intents and their fragments, by what they name (see [`HandoffIntentKey`]).
+    pub(super) handoff_intents: HashMap<HandoffIntentKey, (Arc<str>, Arc<Fragment>)>,
 }

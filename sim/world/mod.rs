@@ -273,7 +273,6 @@ pub struct World<'a> {
     shown_embeddings: std::sync::Mutex<HashMap<ItemId, Arc<[f32]>>>,
     /// Embeddings of retrieval keys, by text key (like `shown_embeddings`).
     key_embeddings: std::sync::Mutex<HashMap<u64, Arc<[f32]>>>,
-    sentence_bodies: HashMap<Arc<str>, Arc<Fragment>>,
     /// Retrieval workers' buffers and per-task memos; the first serves calls made one at a
     /// time, and a round planned on several threads gives each worker one.
     scratches: Vec<retrieve::RetrieveScratch>,
@@ -284,22 +283,10 @@ pub struct World<'a> {
     planned_for: Option<(u32, u32)>,
     /// Stamp of the current task for the workers' memos.
     memo_stamp: u32,
-    body_texts: HashMap<(ItemId, render::SentenceKind), Option<Arc<str>>>,
-    sentence_intros: HashMap<render::SentenceKind, Arc<Fragment>>,
-    intro_texts: HashMap<(render::SentenceKind, u32), Arc<str>>,
-    agent_labels: Vec<Arc<str>>,
-    round_labels: Vec<Arc<str>>,
-    /// The handoff lineage marker, shared by every handoff's parents.
-    handoff_label: Arc<str>,
-    /// [`marker_bits`] of each agent label, of each round label, and of the handoff marker, so
-    /// a handoff's lineage markers are known without rescanning its parents.
-    agent_markers: Vec<u8>,
-    round_markers: Vec<u8>,
-    handoff_markers: u8,
-    intent_fragments: HashMap<String, Arc<Fragment>>,
-    part_fragments: HashMap<String, Arc<Fragment>>,
-    /// Handoff intents and their fragments, by what they name (see [`HandoffIntentKey`]).
-    handoff_intents: HashMap<HandoffIntentKey, (Arc<str>, Arc<Fragment>)>,
+    /// The lineage labels handoffs carry, and their marker bits.
+    labels: handoff::Labels,
+    /// Texts and fragments the handoffs and renders reuse.
+    texts: handoff::TextMemo,
     task_frags: Option<TaskFragments>,
     oracle: Oracle,
     recorder: Recorder,
@@ -473,23 +460,12 @@ impl<'a> World<'a> {
             key_embeddings: Default::default(),
             shown_embeddings: Default::default(),
             history_overlap: HashMap::default(),
-            sentence_bodies: HashMap::default(),
             scratches: vec![retrieve::RetrieveScratch::default()],
             planned: Vec::new(),
             planned_for: None,
             memo_stamp: 0,
-            body_texts: HashMap::default(),
-            sentence_intros: HashMap::default(),
-            intro_texts: HashMap::default(),
-            agent_labels: (0..scn.agents).map(|a| format!("agent_{a}").into()).collect(),
-            round_labels: (0..=scn.protocol.rounds).map(|r| format!("pre_round_{r}").into()).collect(),
-            handoff_label: "memory_handoff".into(),
-            agent_markers: (0..scn.agents).map(|a| marker_bits(&[format!("agent_{a}")])).collect(),
-            round_markers: (0..=scn.protocol.rounds).map(|r| marker_bits(&[format!("pre_round_{r}")])).collect(),
-            handoff_markers: marker_bits(&["memory_handoff"]),
-            intent_fragments: HashMap::default(),
-            part_fragments: HashMap::default(),
-            handoff_intents: HashMap::default(),
+            labels: handoff::Labels::new(scn.agents, scn.protocol.rounds),
+            texts: handoff::TextMemo::default(),
             task_frags: None,
             oracle: Oracle::with_capacity(ids),
             recorder: Recorder::new(scn.protocol.rounds, benign),

@@ -430,7 +430,7 @@ impl World<'_> {
             let name = format!("{}_{}_r{round}_a{agent}", self.guard.name(), t.id);
             let mut item = MemoryItem::new(name, t.question.as_str().into(), text, features);
             item.memory_type = "round_dialogue_memory".into();
-            item.set_parents(vec![t.id.as_str().into(), self.agent_labels[agent as usize].clone()]);
+            item.set_parents(vec![t.id.as_str().into(), self.labels.agent_labels[agent as usize].clone()]);
             item.source_agent_trust = self.reputation;
             item
         };
